@@ -1,0 +1,11 @@
+module github.com/blockrpc/blockrpc
+
+go 1.24.0
+
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/holiman/uint256 v1.3.2
+	golang.org/x/crypto v0.45.0
+)
+
+require golang.org/x/sys v0.38.0 // indirect

@@ -1,0 +1,218 @@
+package hexutil
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/holiman/uint256"
+)
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []byte
+		err  error
+	}{
+		{"", nil, ErrEmptyString},
+		{"0", nil, ErrMissingPrefix},
+		{"x01", nil, ErrMissingPrefix},
+		{"0x0", nil, ErrOddLength},
+		{"0x023", nil, ErrOddLength},
+		{"0xxx", nil, ErrSyntax},
+		{"0x01zz01", nil, ErrSyntax},
+		{"0x", []byte{}, nil},
+		{"0X", []byte{}, nil},
+		{"0x02", []byte{0x02}, nil},
+		{"0X02", []byte{0x02}, nil},
+		{"0xffFFfF", []byte{0xff, 0xff, 0xff}, nil},
+		{"0x0123456789abcdefABCDEF", []byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xab, 0xcd, 0xef}, nil},
+	}
+	for _, tt := range tests {
+		got, err := Decode(tt.in)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("Decode(%q) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if tt.err == nil && !bytes.Equal(got, tt.want) {
+			t.Errorf("Decode(%q) = %x, want %x", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestDecodeUint64(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+		err  error
+	}{
+		{"", 0, ErrEmptyString},
+		{"0", 0, ErrMissingPrefix},
+		{"12", 0, ErrMissingPrefix},
+		{"0x", 0, ErrEmptyNumber},
+		{"0x01", 0, ErrLeadingZero},
+		{"0x00", 0, ErrLeadingZero},
+		{"0xfffffffffffffffff", 0, ErrUint64Range},
+		{"0x10000000000000000", 0, ErrUint64Range},
+		// The range error wins over a later syntax error, as in go-ethereum.
+		{"0x1ffffffffffffffffzz", 0, ErrUint64Range},
+		{"0xx", 0, ErrSyntax},
+		{"0x1zz01", 0, ErrSyntax},
+		{"0x-1", 0, ErrSyntax},
+		{"0x1_0", 0, ErrSyntax},
+		{"0x0", 0, nil},
+		{"0X0", 0, nil},
+		{"0x2", 0x2, nil},
+		{"0x2F2", 0x2f2, nil},
+		{"0X2F2", 0x2f2, nil},
+		{"0x1122aaff", 0x1122aaff, nil},
+		{"0xbbb", 0xbbb, nil},
+		{"0xffffffffffffffff", math.MaxUint64, nil},
+	}
+	for _, tt := range tests {
+		got, err := DecodeUint64(tt.in)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("DecodeUint64(%q) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if got != tt.want {
+			t.Errorf("DecodeUint64(%q) = %#x, want %#x", tt.in, got, tt.want)
+		}
+		// The []byte form used on request bodies agrees with the string form.
+		gotB, errB := DecodeUint64([]byte(tt.in))
+		if gotB != got || errB != err {
+			t.Errorf("DecodeUint64([]byte(%q)) = %#x, %v; string form gave %#x, %v", tt.in, gotB, errB, got, err)
+		}
+	}
+}
+
+func TestDecodeU256(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // decimal
+		err  error
+	}{
+		{"", "", ErrEmptyString},
+		{"0", "", ErrMissingPrefix},
+		{"0x", "", ErrEmptyNumber},
+		{"0x01", "", ErrLeadingZero},
+		{"0xx", "", ErrSyntax},
+		{"0x1zz01", "", ErrSyntax},
+		// Length is checked before syntax, as go-ethereum's DecodeBig does.
+		{"0x10000000000000000000000000000000000000000000000000000000000000000", "", ErrBig256Range},
+		{"0xzz000000000000000000000000000000000000000000000000000000000000000", "", ErrBig256Range},
+		{"0x0", "0", nil},
+		{"0x2", "2", nil},
+		{"0x2F2", "754", nil},
+		{"0X2F2", "754", nil},
+		{"0x1122aaff", "287484671", nil},
+		{"0x10000000000000000", "18446744073709551616", nil},
+		{"0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+			"115792089237316195423570985008687907853269984665640564039457584007913129639935", nil},
+	}
+	for _, tt := range tests {
+		z := uint256.NewInt(77)
+		err := DecodeU256(tt.in, z)
+		if !errors.Is(err, tt.err) {
+			t.Errorf("DecodeU256(%q) error = %v, want %v", tt.in, err, tt.err)
+			continue
+		}
+		if err != nil {
+			if z.Uint64() != 77 {
+				t.Errorf("DecodeU256(%q) changed its target on error", tt.in)
+			}
+			continue
+		}
+		if z.Dec() != tt.want {
+			t.Errorf("DecodeU256(%q) = %s, want %s", tt.in, z.Dec(), tt.want)
+		}
+	}
+}
+
+func TestDecodeFixed(t *testing.T) {
+	tests := []struct {
+		in  string
+		err string
+	}{
+		{"0x0102", ""},
+		{"0X0A0b", ""},
+		{"", "hex string has length 0, want 4"},
+		{"0x", "hex string has length 0, want 4"},
+		{"0x01", "hex string has length 2, want 4"},
+		{"0x010203", "hex string has length 6, want 4"},
+		{"0x010", ErrOddLength.Error()},
+		{"0102", ErrMissingPrefix.Error()},
+		{"0x01zz", ErrSyntax.Error()},
+	}
+	for _, tt := range tests {
+		out := []byte{0xaa, 0xbb}
+		err := DecodeFixed(tt.in, out)
+		if got := errString(err); got != tt.err {
+			t.Errorf("DecodeFixed(%q) error = %q, want %q", tt.in, got, tt.err)
+		}
+		if err != nil && !bytes.Equal(out, []byte{0xaa, 0xbb}) {
+			t.Errorf("DecodeFixed(%q) wrote %x on error", tt.in, out)
+		}
+	}
+}
+
+func TestEncode(t *testing.T) {
+	if got := Encode(nil); got != "0x" {
+		t.Errorf("Encode(nil) = %q", got)
+	}
+	if got := Encode([]byte{0, 1, 0xab, 0xff}); got != "0x0001abff" {
+		t.Errorf("Encode = %q", got)
+	}
+	uints := map[uint64]string{0: "0x0", 1: "0x1", 0xf: "0xf", 0x10: "0x10", 0x1122aaff: "0x1122aaff", math.MaxUint64: "0xffffffffffffffff"}
+	for v, want := range uints {
+		if got := EncodeUint64(v); got != want {
+			t.Errorf("EncodeUint64(%d) = %q, want %q", v, got, want)
+		}
+	}
+	bigs := map[string]string{
+		"0":                    "0x0",
+		"1":                    "0x1",
+		"18446744073709551615": "0xffffffffffffffff",
+		"18446744073709551616": "0x10000000000000000",
+		"340282366920938463463374607431768211456": "0x100000000000000000000000000000000",
+	}
+	for dec, want := range bigs {
+		if got := EncodeU256(uint256.MustFromDecimal(dec)); got != want {
+			t.Errorf("EncodeU256(%s) = %q, want %q", dec, got, want)
+		}
+	}
+}
+
+func TestAppendKeepsPrefix(t *testing.T) {
+	dst := []byte(`"a":`)
+	dst = AppendBytes(dst, []byte{0xde, 0xad})
+	dst = append(dst, ',')
+	dst = AppendUint64(dst, 0x1f)
+	dst = append(dst, ',')
+	dst = AppendU256(dst, uint256.NewInt(0))
+	if got := string(dst); got != `"a":0xdead,0x1f,0x0` {
+		t.Errorf("appends gave %q", got)
+	}
+}
+
+func TestAppendAllocations(t *testing.T) {
+	buf := make([]byte, 0, 1024)
+	data := bytes.Repeat([]byte{0x5a}, 100)
+	z := uint256.MustFromHex("0x123456789abcdef0123456789abcdef")
+	allocs := testing.AllocsPerRun(100, func() {
+		b := AppendBytes(buf[:0], data)
+		b = AppendUint64(b, 12345)
+		_ = AppendU256(b, z)
+	})
+	if allocs != 0 {
+		t.Errorf("appending into a buffer with room allocated %v times", allocs)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,207 @@
+package hexutil
+
+import (
+	"encoding/json"
+	"reflect"
+
+	"github.com/holiman/uint256"
+)
+
+// The JSON types below decode strictly: a JSON string holding the hex form,
+// nothing else. A decoding error is a *json.UnmarshalTypeError naming the
+// type, as go-ethereum's are, e.g. "json: cannot unmarshal hex number with
+// leading zero digits into Go value of type hexutil.Uint"; inside a struct,
+// encoding/json adds the field to it.
+//
+// One difference from go-ethereum is deliberate: the empty string "" is an
+// error (ErrEmptyString), where go-ethereum reads it as zero or as no bytes.
+
+var (
+	bytesType  = reflect.TypeFor[Bytes]()
+	uint64Type = reflect.TypeFor[Uint64]()
+	uintType   = reflect.TypeFor[Uint]()
+	u256Type   = reflect.TypeFor[U256]()
+)
+
+// Bytes is a byte string that marshals as 0x-prefixed hex.
+type Bytes []byte
+
+// MarshalText implements encoding.TextMarshaler.
+func (b Bytes) MarshalText() ([]byte, error) {
+	return AppendBytes(make([]byte, 0, 2+2*len(b)), b), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (b *Bytes) UnmarshalJSON(input []byte) error {
+	s, err := jsonString(input, bytesType)
+	if err != nil {
+		return err
+	}
+	return wrapTypeError(b.UnmarshalText(s), bytesType)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (b *Bytes) UnmarshalText(input []byte) error {
+	if len(input) == 0 {
+		return ErrEmptyString
+	}
+	if !has0xPrefix(input) {
+		return ErrMissingPrefix
+	}
+	digits := input[2:]
+	if len(digits)%2 != 0 {
+		return ErrOddLength
+	}
+	out := make([]byte, len(digits)/2)
+	if err := decodeDigits(out, digits); err != nil {
+		return err
+	}
+	*b = out
+	return nil
+}
+
+// String returns the hex form of b.
+func (b Bytes) String() string { return Encode(b) }
+
+// Uint64 is a quantity of at most 64 bits.
+type Uint64 uint64
+
+// MarshalText implements encoding.TextMarshaler.
+func (v Uint64) MarshalText() ([]byte, error) {
+	return AppendUint64(make([]byte, 0, 18), uint64(v)), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (v *Uint64) UnmarshalJSON(input []byte) error {
+	s, err := jsonString(input, uint64Type)
+	if err != nil {
+		return err
+	}
+	return wrapTypeError(v.UnmarshalText(s), uint64Type)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (v *Uint64) UnmarshalText(input []byte) error {
+	n, err := DecodeUint64(input)
+	if err != nil {
+		return err
+	}
+	*v = Uint64(n)
+	return nil
+}
+
+// String returns the hex form of v.
+func (v Uint64) String() string { return EncodeUint64(uint64(v)) }
+
+// Uint is a quantity that fits in a uint: an index or a count.
+type Uint uint
+
+// MarshalText implements encoding.TextMarshaler.
+func (v Uint) MarshalText() ([]byte, error) {
+	return Uint64(v).MarshalText()
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (v *Uint) UnmarshalJSON(input []byte) error {
+	s, err := jsonString(input, uintType)
+	if err != nil {
+		return err
+	}
+	return wrapTypeError(v.UnmarshalText(s), uintType)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (v *Uint) UnmarshalText(input []byte) error {
+	n, err := DecodeUint64(input)
+	if err == ErrUint64Range || err == nil && uint64(uint(n)) != n {
+		return ErrUintRange
+	}
+	if err != nil {
+		return err
+	}
+	*v = Uint(n)
+	return nil
+}
+
+// String returns the hex form of v.
+func (v Uint) String() string { return EncodeUint64(uint64(v)) }
+
+// U256 is a quantity of at most 256 bits: a balance, a price, a difficulty.
+type U256 uint256.Int
+
+// MarshalText implements encoding.TextMarshaler.
+func (z *U256) MarshalText() ([]byte, error) {
+	return AppendU256(make([]byte, 0, 66), (*uint256.Int)(z)), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (z *U256) UnmarshalJSON(input []byte) error {
+	s, err := jsonString(input, u256Type)
+	if err != nil {
+		return err
+	}
+	return wrapTypeError(z.UnmarshalText(s), u256Type)
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (z *U256) UnmarshalText(input []byte) error {
+	return DecodeU256(input, (*uint256.Int)(z))
+}
+
+// String returns the hex form of z.
+func (z *U256) String() string { return EncodeU256((*uint256.Int)(z)) }
+
+// UnmarshalFixedJSON decodes a JSON string holding exactly len(out) bytes of
+// hex into out, for hash and address types; typ names the type in errors, as
+// in "hex string has length 62, want 64 for backend.Hash".
+func UnmarshalFixedJSON(typ reflect.Type, input, out []byte) error {
+	s, err := jsonString(input, typ)
+	if err != nil {
+		return err
+	}
+	err = UnmarshalFixedText(typ, s, out)
+	if _, ok := err.(*TypeLengthError); ok {
+		return err
+	}
+	return wrapTypeError(err, typ)
+}
+
+// UnmarshalFixedText is UnmarshalFixedJSON for the text inside the quotes;
+// its errors other than the length error are the plain named errors.
+func UnmarshalFixedText(typ reflect.Type, input, out []byte) error {
+	err := DecodeFixed(input, out)
+	if le, ok := err.(*LengthError); ok {
+		return &TypeLengthError{LengthError: *le, Type: typ}
+	}
+	return err
+}
+
+// TypeLengthError is a LengthError for a named type.
+type TypeLengthError struct {
+	LengthError
+	Type reflect.Type
+}
+
+func (e *TypeLengthError) Error() string {
+	return e.LengthError.Error() + " for " + e.Type.String()
+}
+
+// Unwrap returns the LengthError.
+func (e *TypeLengthError) Unwrap() error { return &e.LengthError }
+
+// jsonString returns the content of a JSON string without its quotes. Escape
+// sequences are not decoded: no valid hex string contains one, and go-ethereum
+// rejects them the same way, as invalid hex.
+func jsonString(input []byte, typ reflect.Type) ([]byte, error) {
+	if len(input) < 2 || input[0] != '"' || input[len(input)-1] != '"' {
+		return nil, &json.UnmarshalTypeError{Value: "non-string", Type: typ}
+	}
+	return input[1 : len(input)-1], nil
+}
+
+func wrapTypeError(err error, typ reflect.Type) error {
+	if err == nil {
+		return nil
+	}
+	return &json.UnmarshalTypeError{Value: err.Error(), Type: typ}
+}
