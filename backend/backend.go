@@ -1,0 +1,39 @@
+// Package backend defines the chain data that blockrpc serves and the
+// Backend interface through which it reads it.
+//
+// The types (Block, Uncle, Header, Transaction, ...) are the JSON-RPC block
+// objects as Go values: they encode to exactly the bytes go-ethereum writes
+// for the same block, and decode from them. The functions in derive.go
+// compute what a block's contents determine (hashes, size, roots) for
+// backends that need to fill in or check those values.
+package backend
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is what a Backend returns when nothing matches a request. The
+// service answers it with a null result, and any other error with a server
+// error, so a Backend must keep the two apart.
+var ErrNotFound = errors.New("not found")
+
+// Backend is a source of chain data. Implementations must be safe for
+// concurrent use, honour the context, and never modify a Block or Uncle
+// after returning it (callers read them without copying).
+type Backend interface {
+	// BlockByNumber returns the canonical block with the given number, or
+	// the block a tag names: Latest (the highest canonical block), Earliest
+	// (the lowest), Safe, Finalized and Pending (each nil when not set,
+	// which is reported as ErrNotFound). The pending block has Pending set.
+	BlockByNumber(ctx context.Context, number BlockNumber) (*Block, error)
+
+	// BlockByHash returns the block with the given hash, canonical or not.
+	// The pending block is not found by hash.
+	BlockByHash(ctx context.Context, hash Hash) (*Block, error)
+
+	// UncleByBlockHashAndIndex returns the index'th uncle of the block with
+	// the given hash, canonical or not. An unknown block and an index past
+	// the block's uncles are both ErrNotFound.
+	UncleByBlockHashAndIndex(ctx context.Context, hash Hash, index uint64) (*Uncle, error)
+}
