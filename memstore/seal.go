@@ -1,0 +1,254 @@
+package memstore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
+	"github.com/holiman/uint256"
+)
+
+// MismatchError reports a value that the contents of a block determine and
+// that was given with a different value.
+type MismatchError struct {
+	Field           string // the JSON key, e.g. "size" or "transactionsRoot"
+	Given, Computed string // both in their hex form
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s: given %s, computed %s", e.Field, e.Given, e.Computed)
+}
+
+// MissingError reports a value that is needed and can be neither given
+// implicitly nor computed.
+type MissingError struct {
+	Field string
+	Why   string
+}
+
+func (e *MissingError) Error() string {
+	return e.Field + ": missing: " + e.Why
+}
+
+// seal fills in the derived values of b and its uncles that are absent
+// (zero) and checks those that are given. It writes to b and uncles, which
+// are the store's own copies.
+func seal(b *backend.Block, uncles []*backend.Uncle) error {
+	uncleHeaders := make([]*backend.Header, len(uncles))
+	for i, u := range uncles {
+		if err := sealUncle(u); err != nil {
+			return fmt.Errorf("uncle %d: %w", i, err)
+		}
+		uncleHeaders[i] = &u.Header
+	}
+	if err := matchUncles(b, uncles); err != nil {
+		return err
+	}
+	if err := fillHash("sha3Uncles", &b.Sha3Uncles, backend.UnclesHash(uncleHeaders)); err != nil {
+		return err
+	}
+	if err := sealTransactions(b); err != nil {
+		return err
+	}
+	if err := sealWithdrawals(b); err != nil {
+		return err
+	}
+	if err := fillHash("hash", &b.Hash, backend.HeaderHash(&b.Header)); err != nil {
+		return err
+	}
+	if !b.HasTransactionBodies() {
+		// The size counts the transactions' encodings, which only the
+		// bodies give: a block known by transaction hashes must carry it.
+		if b.Size == 0 {
+			return &MissingError{Field: "size", Why: "a block without transaction bodies must give its size"}
+		}
+		return nil
+	}
+	return fillUint64("size", &b.Size, backend.BlockSize(&b.Header, b.Transactions, uncleHeaders, b.Withdrawals))
+}
+
+func sealUncle(u *backend.Uncle) error {
+	if err := fillHash("hash", &u.Hash, backend.HeaderHash(&u.Header)); err != nil {
+		return err
+	}
+	return fillUint64("size", &u.Size, backend.UncleSize(&u.Header))
+}
+
+// matchUncles checks the block's list of uncle hashes against the uncle
+// headers given with it, or fills it in from them.
+func matchUncles(b *backend.Block, uncles []*backend.Uncle) error {
+	if len(b.Uncles) == 0 {
+		b.Uncles = make([]backend.Hash, len(uncles))
+		for i, u := range uncles {
+			b.Uncles[i] = u.Hash
+		}
+		return nil
+	}
+	for i, h := range b.Uncles {
+		if i >= len(uncles) {
+			return &MissingError{Field: fmt.Sprintf("uncles[%d]", i), Why: "no header given for uncle " + h.String()}
+		}
+		if uncles[i].Hash != h {
+			return &MismatchError{Field: fmt.Sprintf("uncles[%d]", i), Given: h.String(), Computed: uncles[i].Hash.String()}
+		}
+	}
+	if len(uncles) > len(b.Uncles) {
+		return fmt.Errorf("uncles: %d headers given for %d uncles listed", len(uncles), len(b.Uncles))
+	}
+	return nil
+}
+
+func sealTransactions(b *backend.Block) error {
+	if !b.HasTransactionBodies() {
+		if b.TransactionsRoot == (backend.Hash{}) {
+			return &MissingError{Field: "transactionsRoot", Why: "a block without transaction bodies must give it"}
+		}
+		return nil
+	}
+	for i, tx := range b.Transactions {
+		if err := sealTransaction(tx, b.BaseFeePerGas); err != nil {
+			return fmt.Errorf("transaction %d: %w", i, err)
+		}
+	}
+	// Hashes given beside full bodies must be theirs; the bodies then
+	// serve both forms.
+	if len(b.TransactionHashes) > 0 {
+		if len(b.TransactionHashes) != len(b.Transactions) {
+			return fmt.Errorf("transactions: %d hashes given for %d transactions", len(b.TransactionHashes), len(b.Transactions))
+		}
+		for i, h := range b.TransactionHashes {
+			if h != b.Transactions[i].Hash {
+				return &MismatchError{Field: fmt.Sprintf("transactions[%d]", i), Given: h.String(), Computed: b.Transactions[i].Hash.String()}
+			}
+		}
+		b.TransactionHashes = nil
+	}
+	return fillHash("transactionsRoot", &b.TransactionsRoot, backend.TransactionsRoot(b.Transactions))
+}
+
+var errNoSender = &MissingError{Field: "from", Why: "the sender is not recovered here and must be given"}
+
+func sealTransaction(tx *backend.Transaction, baseFee *uint256.Int) error {
+	if tx.From == (backend.Address{}) {
+		return errNoSender
+	}
+	switch tx.Type {
+	case backend.LegacyTxType:
+		if tx.GasPrice == nil {
+			return &MissingError{Field: "gasPrice", Why: "required for a legacy transaction"}
+		}
+		if err := fillLegacyChainID(tx); err != nil {
+			return err
+		}
+	case backend.AccessListTxType, backend.DynamicFeeTxType, backend.BlobTxType, backend.SetCodeTxType:
+		if err := checkTyped(tx); err != nil {
+			return err
+		}
+		if tx.Type >= backend.DynamicFeeTxType {
+			if baseFee == nil {
+				return fmt.Errorf("type: a type %d transaction needs a block with baseFeePerGas", tx.Type)
+			}
+			price, _ := tx.EffectiveGasPrice(baseFee)
+			if err := fillU256("gasPrice", &tx.GasPrice, &price); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("type: unsupported transaction type %d", tx.Type)
+	}
+	return fillHash("hash", &tx.Hash, backend.TransactionHash(tx))
+}
+
+// fillLegacyChainID derives the chain id of a legacy transaction from its v
+// (EIP-155: v = chainId*2 + 35 or 36); one without replay protection (v of
+// 27 or 28) has none.
+func fillLegacyChainID(tx *backend.Transaction) error {
+	var derived *uint256.Int
+	switch {
+	case tx.V.Eq(uint256.NewInt(27)) || tx.V.Eq(uint256.NewInt(28)):
+	case tx.V.Lt(uint256.NewInt(35)):
+		return fmt.Errorf("v: %s is not a legacy signature value", hexutil.EncodeU256(&tx.V))
+	default:
+		derived = new(uint256.Int).Sub(&tx.V, uint256.NewInt(35))
+		derived.Rsh(derived, 1)
+	}
+	switch {
+	case tx.ChainID == nil:
+		tx.ChainID = derived
+	case derived == nil:
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: "none (v is " + hexutil.EncodeU256(&tx.V) + ")"}
+	case !tx.ChainID.Eq(derived):
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: hexutil.EncodeU256(derived)}
+	}
+	return nil
+}
+
+func checkTyped(tx *backend.Transaction) error {
+	switch {
+	case tx.ChainID == nil:
+		return &MissingError{Field: "chainId", Why: "required for a typed transaction"}
+	case !tx.V.IsUint64() || tx.V.Uint64() > 1:
+		return fmt.Errorf("v: %s is not a y-parity (0 or 1)", hexutil.EncodeU256(&tx.V))
+	case tx.Type == backend.AccessListTxType && tx.GasPrice == nil:
+		return &MissingError{Field: "gasPrice", Why: "required for an access-list transaction"}
+	case tx.Type >= backend.DynamicFeeTxType && (tx.MaxFeePerGas == nil || tx.MaxPriorityFeePerGas == nil):
+		return &MissingError{Field: "maxFeePerGas", Why: "required with maxPriorityFeePerGas for a fee-market transaction"}
+	case tx.Type >= backend.BlobTxType && tx.To == nil:
+		return &MissingError{Field: "to", Why: "a blob or set-code transaction cannot create a contract"}
+	case tx.Type == backend.BlobTxType && tx.MaxFeePerBlobGas == nil:
+		return &MissingError{Field: "maxFeePerBlobGas", Why: "required for a blob transaction"}
+	}
+	return nil
+}
+
+func sealWithdrawals(b *backend.Block) error {
+	if b.WithdrawalsRoot == nil && b.Withdrawals == nil {
+		return nil // before Shanghai
+	}
+	if b.Withdrawals == nil {
+		b.Withdrawals = []backend.Withdrawal{}
+	}
+	root := backend.WithdrawalsRoot(b.Withdrawals)
+	if b.WithdrawalsRoot == nil {
+		b.WithdrawalsRoot = &root
+		return nil
+	}
+	return fillHash("withdrawalsRoot", b.WithdrawalsRoot, root)
+}
+
+func fillHash(field string, given *backend.Hash, computed backend.Hash) error {
+	if *given == (backend.Hash{}) {
+		*given = computed
+		return nil
+	}
+	if *given != computed {
+		return &MismatchError{Field: field, Given: given.String(), Computed: computed.String()}
+	}
+	return nil
+}
+
+func fillUint64(field string, given *uint64, computed uint64) error {
+	if *given == 0 {
+		*given = computed
+		return nil
+	}
+	if *given != computed {
+		return &MismatchError{Field: field, Given: hexutil.EncodeUint64(*given), Computed: hexutil.EncodeUint64(computed)}
+	}
+	return nil
+}
+
+func fillU256(field string, given **uint256.Int, computed *uint256.Int) error {
+	if *given == nil {
+		*given = new(uint256.Int).Set(computed)
+		return nil
+	}
+	if !(*given).Eq(computed) {
+		return &MismatchError{Field: field, Given: hexutil.EncodeU256(*given), Computed: hexutil.EncodeU256(computed)}
+	}
+	return nil
+}
+
+// errPendingInAdd is returned for a block marked pending given to AddBlock.
+var errPendingInAdd = errors.New("a pending block is set with SetPending, not added")

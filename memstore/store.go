@@ -1,0 +1,388 @@
+// Package memstore is an in-memory chain that implements backend.Backend:
+// the embedded default of blockrpc, and a fake chain for unit tests.
+//
+// Blocks go in through AddBlock (or Load, from a JSONL dump). Every value
+// that a block's contents determine is computed when it is absent and
+// checked when it is given; a block that fails is refused whole. Blocks are
+// kept by hash, canonical or not, and the canonical chain by number.
+//
+// A Store is safe for concurrent use by readers and writers. What it
+// returns is shared and must not be modified.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/holiman/uint256"
+)
+
+// Store is an in-memory chain. The zero value is not usable; call New.
+type Store struct {
+	mu     sync.RWMutex
+	blocks map[backend.Hash]*entry
+	// children indexes what each hash is the parent of: blocks and uncles
+	// whose total difficulty follows from it.
+	children  map[backend.Hash][]child
+	canonical map[uint64]backend.Hash
+	// lowest and highest bound the canonical numbers; meaningful only
+	// while canonical is not empty.
+	lowest, highest uint64
+	safe, finalized tag
+	pending         *backend.Block
+}
+
+type entry struct {
+	block  *backend.Block
+	uncles []*backend.Uncle
+}
+
+// child is a block (uncle < 0) or an uncle of the block hash.
+type child struct {
+	hash  backend.Hash
+	uncle int
+}
+
+// tag is a number that may be unset.
+type tag struct {
+	number uint64
+	set    bool
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		blocks:    make(map[backend.Hash]*entry),
+		children:  make(map[backend.Hash][]child),
+		canonical: make(map[uint64]backend.Hash),
+	}
+}
+
+// BlockByNumber implements backend.Backend.
+func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var n uint64
+	switch number {
+	case backend.Pending:
+		if s.pending == nil {
+			return nil, backend.ErrNotFound
+		}
+		return s.pending, nil
+	case backend.Latest, backend.Earliest:
+		if len(s.canonical) == 0 {
+			return nil, backend.ErrNotFound
+		}
+		n = s.highest
+		if number == backend.Earliest {
+			n = s.lowest
+		}
+	case backend.Safe, backend.Finalized:
+		t := s.safe
+		if number == backend.Finalized {
+			t = s.finalized
+		}
+		if !t.set {
+			return nil, backend.ErrNotFound
+		}
+		n = t.number
+	default:
+		v, ok := number.Uint64()
+		if !ok {
+			return nil, fmt.Errorf("memstore: invalid block number %v", number)
+		}
+		n = v
+	}
+	h, ok := s.canonical[n]
+	if !ok {
+		return nil, backend.ErrNotFound
+	}
+	return s.blocks[h].block, nil
+}
+
+// BlockByHash implements backend.Backend.
+func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.blocks[hash]
+	if !ok {
+		return nil, backend.ErrNotFound
+	}
+	return e.block, nil
+}
+
+// UncleByBlockHashAndIndex implements backend.Backend.
+func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.blocks[hash]
+	if !ok || index >= uint64(len(e.uncles)) {
+		return nil, backend.ErrNotFound
+	}
+	return e.uncles[index], nil
+}
+
+// AddBlock adds a block with the headers of its uncles, in order. The store
+// keeps copies; what the caller passes is not changed.
+//
+// Values the contents determine (hash, size, sha3Uncles, transactionsRoot,
+// withdrawalsRoot, transaction hashes, the effective gas price and legacy
+// chain id of transactions, uncle hashes and sizes) are computed when zero
+// and checked otherwise. The total difficulty is the parent's plus the
+// block's difficulty when the parent's is known, and a given value must
+// agree with it. On any error nothing is stored.
+//
+// The block becomes canonical at its number. If another block was canonical
+// there, the chain reorganises: the blocks above stay canonical only as
+// long as each is the child of the one below, and the new block's known
+// ancestors become canonical too. Blocks that leave the canonical chain stay
+// reachable by hash. Adding a block that is already stored only makes it
+// canonical again.
+func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	if block.Pending {
+		return errPendingInAdd
+	}
+	b, us := block.Copy(), make([]*backend.Uncle, len(uncles))
+	for i, u := range uncles {
+		us[i] = u.Copy()
+	}
+	if err := seal(b, us); err != nil {
+		return blockError(b, err)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.blocks[b.Hash]; ok {
+		s.makeCanonical(b.Number, b.Hash)
+		return nil
+	}
+	updates, err := s.totalDifficulties(b, us)
+	if err != nil {
+		return blockError(b, err)
+	}
+	s.blocks[b.Hash] = &entry{block: b, uncles: us}
+	s.children[b.ParentHash] = append(s.children[b.ParentHash], child{hash: b.Hash, uncle: -1})
+	for i, u := range us {
+		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
+	}
+	s.applyTotalDifficulties(updates)
+	s.makeCanonical(b.Number, b.Hash)
+	return nil
+}
+
+// blockError names the block an error is about.
+func blockError(b *backend.Block, err error) error {
+	return fmt.Errorf("block %d (%s): %w", b.Number, b.Hash, err)
+}
+
+// totalDifficulties settles the total difficulty of the new block and its
+// uncles against their parents, then works out the values this gives to
+// stored descendants that had none. It checks everything before anything
+// is changed: a given value that disagrees is an error.
+func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) (map[child]*uint256.Int, error) {
+	parentTD := s.tdOf(b.ParentHash)
+	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
+		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
+	}
+	if err := settle("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
+		return nil, err
+	}
+	for i, u := range uncles {
+		if err := settle(fmt.Sprintf("uncle %d: totalDifficulty", i), &u.TotalDifficulty, s.tdOf(u.ParentHash), &u.Difficulty); err != nil {
+			return nil, err
+		}
+	}
+	updates := make(map[child]*uint256.Int)
+	if b.TotalDifficulty == nil {
+		return updates, nil
+	}
+	// Walk the stored descendants that the new block makes computable.
+	type pending struct {
+		parent backend.Hash
+		td     *uint256.Int
+	}
+	queue := []pending{{b.Hash, b.TotalDifficulty}}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range s.children[p.parent] {
+			e := s.blocks[c.hash]
+			header, have := &e.block.Header, e.block.TotalDifficulty
+			if c.uncle >= 0 {
+				header, have = &e.uncles[c.uncle].Header, e.uncles[c.uncle].TotalDifficulty
+			}
+			td := new(uint256.Int).Add(p.td, &header.Difficulty)
+			if have != nil {
+				if !have.Eq(td) {
+					return nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", c.hash, have.Hex(), td.Hex())
+				}
+				continue
+			}
+			updates[c] = td
+			if c.uncle < 0 {
+				queue = append(queue, pending{c.hash, td})
+			}
+		}
+	}
+	return updates, nil
+}
+
+// tdOf returns the total difficulty of a stored block, or nil.
+func (s *Store) tdOf(hash backend.Hash) *uint256.Int {
+	if e, ok := s.blocks[hash]; ok {
+		return e.block.TotalDifficulty
+	}
+	return nil
+}
+
+// settle sets *td to parentTD+difficulty when it is nil and the parent's is
+// known, and checks it against that sum when both are.
+func settle(field string, td **uint256.Int, parentTD, difficulty *uint256.Int) error {
+	if parentTD == nil {
+		return nil
+	}
+	computed := new(uint256.Int).Add(parentTD, difficulty)
+	return fillU256(field, td, computed)
+}
+
+// applyTotalDifficulties stores the values totalDifficulties worked out.
+// Blocks and uncles already handed to readers are never changed: each gets
+// a new copy with its total difficulty set.
+func (s *Store) applyTotalDifficulties(updates map[child]*uint256.Int) {
+	for c, td := range updates {
+		e := s.blocks[c.hash]
+		if c.uncle >= 0 {
+			u := *e.uncles[c.uncle]
+			u.TotalDifficulty = td
+			uncles := append([]*backend.Uncle(nil), e.uncles...)
+			uncles[c.uncle] = &u
+			e.uncles = uncles
+			continue
+		}
+		b := *e.block
+		b.TotalDifficulty = td
+		e.block = &b
+	}
+}
+
+// makeCanonical makes hash the canonical block at number, reorganising the
+// chain around it as AddBlock describes.
+func (s *Store) makeCanonical(number uint64, hash backend.Hash) {
+	old, had := s.canonical[number]
+	replaced := had && old != hash
+	s.setCanonical(number, hash)
+
+	// The known ancestors become canonical, down to the first that already
+	// is or is not stored.
+	parent := s.blocks[hash].block.ParentHash
+	for n := number; n > 0; n-- {
+		e, ok := s.blocks[parent]
+		if !ok || e.block.Number != n-1 || s.canonical[n-1] == parent {
+			break
+		}
+		if _, had := s.canonical[n-1]; had {
+			replaced = true
+		}
+		s.setCanonical(n-1, parent)
+		parent = e.block.ParentHash
+	}
+	if !replaced {
+		return
+	}
+	// Above the new block, the chain continues only through its children.
+	for n := number + 1; n <= s.highest; n++ {
+		h, ok := s.canonical[n]
+		if ok && s.blocks[h].block.ParentHash == s.canonical[n-1] {
+			continue
+		}
+		s.dropCanonicalFrom(n)
+		break
+	}
+}
+
+func (s *Store) setCanonical(number uint64, hash backend.Hash) {
+	if len(s.canonical) == 0 {
+		s.lowest, s.highest = number, number
+	}
+	s.lowest, s.highest = min(s.lowest, number), max(s.highest, number)
+	s.canonical[number] = hash
+}
+
+// dropCanonicalFrom removes the canonical entries at number and above.
+func (s *Store) dropCanonicalFrom(number uint64) {
+	for n := range s.canonical {
+		if n >= number {
+			delete(s.canonical, n)
+		}
+	}
+	s.highest = s.lowest
+	for n := range s.canonical {
+		s.highest = max(s.highest, n)
+	}
+}
+
+// SetPending sets the block served for the "pending" tag, or clears it when
+// block is nil. Give it as it will be sealed, with its number, nonce and
+// logsBloom: its derived values are computed and checked as AddBlock does,
+// and only hidden when it is served.
+func (s *Store) SetPending(block *backend.Block) error {
+	if block == nil {
+		s.mu.Lock()
+		s.pending = nil
+		s.mu.Unlock()
+		return nil
+	}
+	b := block.Copy()
+	b.Pending = false
+	if err := seal(b, nil); err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	b.Pending = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := settle("totalDifficulty", &b.TotalDifficulty, s.tdOf(b.ParentHash), &b.Difficulty); err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	s.pending = b
+	return nil
+}
+
+// SetSafe makes the canonical block at number the one the "safe" tag
+// selects. There must be one.
+func (s *Store) SetSafe(number uint64) error {
+	return s.setTag(&s.safe, "safe", number)
+}
+
+// SetFinalized makes the canonical block at number the one the "finalized"
+// tag selects. There must be one.
+func (s *Store) SetFinalized(number uint64) error {
+	return s.setTag(&s.finalized, "finalized", number)
+}
+
+func (s *Store) setTag(t *tag, name string, number uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.canonical[number]; !ok {
+		return fmt.Errorf("memstore: cannot mark block %d %s: no canonical block has that number", number, name)
+	}
+	*t = tag{number: number, set: true}
+	return nil
+}
+
+// Len returns the number of blocks stored, canonical or not.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.blocks)
+}
