@@ -1,0 +1,142 @@
+package blockrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/blockrpc/blockrpc/backend"
+)
+
+// ErrNoTransactionBodies is the error for a block asked for with full
+// transactions when its backend holds only their hashes.
+var ErrNoTransactionBodies = errors.New("transaction bodies are not available for this block")
+
+// GetBlockByNumber returns the block that number selects, with transaction
+// objects when fullTx is set and transaction hashes otherwise, or nil when
+// there is none. The result is the caller's to keep and change: it is what
+// eth_getBlockByNumber answers, as a Go value.
+//
+// Without fullTx, the result has TransactionHashes and no Transactions. For
+// the pending block, Pending is set and Hash, Number, Nonce and LogsBloom
+// are zero, as the answer has them null.
+func (s *Service) GetBlockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool) (*backend.Block, error) {
+	if number < backend.Earliest {
+		return nil, fmt.Errorf("invalid block number %v", number)
+	}
+	b, err := s.blockByNumber(ctx, number, fullTx)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return result(b, fullTx, b.Pending || number == backend.Pending), nil
+}
+
+// GetBlockByHash returns the block with the given hash, canonical or not,
+// as GetBlockByNumber does, or nil when there is none.
+func (s *Service) GetBlockByHash(ctx context.Context, hash backend.Hash, fullTx bool) (*backend.Block, error) {
+	b, err := s.blockByHash(ctx, hash, fullTx)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return result(b, fullTx, b.Pending), nil
+}
+
+// result is the caller's copy of a block as the wire shows it.
+func result(b *backend.Block, fullTx, pending bool) *backend.Block {
+	c := b.Copy()
+	if pending {
+		c.Pending = true
+		c.Hash, c.Number, c.Nonce, c.LogsBloom = backend.Hash{}, 0, backend.Nonce{}, backend.Bloom{}
+	}
+	if !fullTx && c.Transactions != nil {
+		c.TransactionHashes = make([]backend.Hash, len(c.Transactions))
+		for i, tx := range c.Transactions {
+			c.TransactionHashes[i] = tx.Hash
+		}
+		c.Transactions = nil
+	}
+	return c
+}
+
+// blockByNumber returns the backend's block, shared, or nil when there is
+// none; it is the lookup behind both the typed method and the handler.
+func (s *Service) blockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool) (*backend.Block, error) {
+	b, err := s.backend.BlockByNumber(ctx, number)
+	return found(b, err, fullTx)
+}
+
+func (s *Service) blockByHash(ctx context.Context, hash backend.Hash, fullTx bool) (*backend.Block, error) {
+	b, err := s.backend.BlockByHash(ctx, hash)
+	return found(b, err, fullTx)
+}
+
+// found sorts out what a backend lookup gave: the block to serve, nil for
+// nothing found, or the error to answer.
+func found(b *backend.Block, err error, fullTx bool) (*backend.Block, error) {
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, &backendError{err: err}
+	case b == nil:
+		return nil, nil
+	case fullTx && !b.HasTransactionBodies():
+		return nil, ErrNoTransactionBodies
+	}
+	return b, nil
+}
+
+// serveBlockByNumber answers eth_getBlockByNumber(number, fullTx).
+func (s *Service) serveBlockByNumber(ctx context.Context, params, dst []byte) ([]byte, error) {
+	args, err := readArgs(params)
+	if err != nil {
+		return dst, err
+	}
+	var number backend.BlockNumber
+	if err := args.next(number.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	var fullTx jsonBool
+	if err := args.next(fullTx.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	if err := args.end(); err != nil {
+		return dst, err
+	}
+	b, err := s.blockByNumber(ctx, number, bool(fullTx))
+	if b == nil || err != nil {
+		return append(dst, "null"...), err
+	}
+	if number == backend.Pending && !b.Pending {
+		// The tag decides: the pending block is served as pending even
+		// from a backend that did not mark it.
+		pending := *b
+		pending.Pending = true
+		b = &pending
+	}
+	return b.AppendJSON(dst, bool(fullTx)), nil
+}
+
+// serveBlockByHash answers eth_getBlockByHash(hash, fullTx).
+func (s *Service) serveBlockByHash(ctx context.Context, params, dst []byte) ([]byte, error) {
+	args, err := readArgs(params)
+	if err != nil {
+		return dst, err
+	}
+	var hash backend.Hash
+	if err := args.next(hash.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	var fullTx jsonBool
+	if err := args.next(fullTx.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	if err := args.end(); err != nil {
+		return dst, err
+	}
+	b, err := s.blockByHash(ctx, hash, bool(fullTx))
+	if b == nil || err != nil {
+		return append(dst, "null"...), err
+	}
+	return b.AppendJSON(dst, bool(fullTx)), nil
+}
