@@ -219,7 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, status, msg)
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !isJSON(r.Header.Get("Content-Type")) {
 		h.refuse(w, http.StatusUnsupportedMediaType, "invalid content type, only application/json is supported")
 		return
 	}
@@ -259,6 +259,17 @@ func apiKey(path string) (string, bool) {
 		return "", true // the key is missing
 	}
 	return "", false
+}
+
+// isJSON reports whether a Content-Type is application/json, with any
+// parameters. The exact header most clients send is accepted without
+// parsing it.
+func isJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 // checkKey returns 0 for an accepted key, and the status and message to
@@ -476,7 +487,7 @@ type request struct {
 }
 
 func (q *request) validVersion() bool {
-	return bytes.Equal(q.version, []byte(`"2.0"`)) || decodeString(q.version) == "2.0"
+	return string(stringText(q.version)) == "2.0"
 }
 
 // validID reports whether the id can be echoed: any JSON value but an
@@ -557,11 +568,13 @@ const (
 	notification
 )
 
-func classify(raw []byte) (request, string, int) {
+// classify also returns the method name; it is a slice of the body unless
+// the name has escapes, so that looking it up allocates nothing.
+func classify(raw []byte) (request, []byte, int) {
 	q, ok := parseRequest(raw)
-	name := decodeString(q.method)
+	name := stringText(q.method)
 	switch {
-	case !ok || !q.validVersion() || name == "":
+	case !ok || !q.validVersion() || len(name) == 0:
 		return q, name, invalid
 	case q.id == nil:
 		return q, name, notification
@@ -605,9 +618,9 @@ func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
 	case len(name) > maxMethodName:
 		return appendError(out, q.id, codeInvalidRequest, fmt.Sprintf("method name too long: %d > %d", len(name), maxMethodName))
 	}
-	m, found := methods[name]
+	m, found := methods[string(name)]
 	if !found {
-		return appendError(out, q.id, codeMethodNotFound, "the method "+name+" does not exist/is not available")
+		return appendError(out, q.id, codeMethodNotFound, "the method "+string(name)+" does not exist/is not available")
 	}
 	return h.call(ctx, m, &q, out)
 }
@@ -688,7 +701,7 @@ func parseRequest(raw []byte) (request, bool) {
 		keyEnd := valueEnd(raw, i)
 		key := raw[i+1 : keyEnd-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(decodeString(raw[i:keyEnd])) // rare: an escaped key
+			key = stringText(raw[i:keyEnd]) // rare: an escaped key
 		}
 		i = skipSpace(raw, skipSpace(raw, keyEnd)+1) // past the colon
 		end := valueEnd(raw, i)
@@ -727,17 +740,23 @@ func asciiEqualFold(b []byte, s string) bool {
 }
 
 // decodeString returns the text of a JSON string value, or "" for any other
-// value. Strings without escapes convert without decoding.
+// value.
 func decodeString(raw []byte) string {
+	return string(stringText(raw))
+}
+
+// stringText returns the text of a JSON string value, or nil for any other
+// value: a slice of raw when the string has no escapes, decoded otherwise.
+func stringText(raw []byte) []byte {
 	if len(raw) < 2 || raw[0] != '"' {
-		return ""
+		return nil
 	}
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1])
+		return raw[1 : len(raw)-1]
 	}
 	var s string
 	json.Unmarshal(raw, &s) // valid JSON: the body was checked
-	return s
+	return []byte(s)
 }
 
 func skipSpace(data []byte, i int) int {

@@ -1,0 +1,129 @@
+package blockrpc_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// largestMainnetBlock loads the largest block of the mainnet fixtures
+// (18,000,000: 94 transactions, a 650 KB answer) into a store.
+func largestMainnetBlock(b *testing.B) (*memstore.Store, *backend.Block) {
+	b.Helper()
+	cases := mainnetCases(b)
+	store, err := memstore.Load(bytes.NewReader(mainnetDump(b, cases)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	block, err := store.BlockByNumber(context.Background(), 18_000_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return store, block
+}
+
+// BenchmarkHandler measures whole answers through ServeHTTP: reading the
+// request, the backend lookup, encoding, and writing. MB/s counts the JSON
+// of the answer.
+func BenchmarkHandler(b *testing.B) {
+	store, _ := largestMainnetBlock(b)
+	h := blockrpc.NewHandler(blockrpc.NewService(store), blockrpc.WithKeys(blockrpc.NewKeySet(testKey)))
+	for _, bc := range []struct {
+		name, body string
+	}{
+		{"full", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",true]}`},
+		{"hashes", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",false]}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := &replayBody{data: []byte(bc.body)}
+			req := httptest.NewRequest(http.MethodPost, "/v3/"+testKey, body)
+			req.Header.Set("Content-Type", "application/json")
+			w := &discardWriter{header: make(http.Header)}
+			h.ServeHTTP(w, req)
+			if w.status != http.StatusOK || w.n < 1000 {
+				b.Fatalf("status %d, %d bytes", w.status, w.n)
+			}
+			b.SetBytes(int64(w.n))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				body.off = 0
+				h.ServeHTTP(w, req)
+			}
+		})
+	}
+}
+
+// BenchmarkEncode measures the block encoder alone, and beside it the
+// reference: the same block as a map marshalled by encoding/json, which is
+// how go-ethereum builds its answers.
+func BenchmarkEncode(b *testing.B) {
+	_, block := largestMainnetBlock(b)
+	for _, fullTx := range []bool{true, false} {
+		name := map[bool]string{true: "full", false: "hashes"}[fullTx]
+		b.Run(name+"/blockrpc", func(b *testing.B) {
+			buf := block.AppendJSON(nil, fullTx)
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = block.AppendJSON(buf[:0], fullTx)
+			}
+		})
+		b.Run(name+"/encoding-json-map", func(b *testing.B) {
+			var fields map[string]any
+			if err := json.Unmarshal(block.AppendJSON(nil, fullTx), &fields); err != nil {
+				b.Fatal(err)
+			}
+			out, _ := json.Marshal(fields)
+			b.SetBytes(int64(len(out)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := json.Marshal(fields); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// replayBody is a request body that can be read again after resetting off.
+type replayBody struct {
+	data []byte
+	off  int
+}
+
+func (r *replayBody) Read(p []byte) (int, error) {
+	if r.off >= len(r.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *replayBody) Close() error { return nil }
+
+// discardWriter is a ResponseWriter that counts what it is given.
+type discardWriter struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header { return w.header }
+func (w *discardWriter) WriteHeader(status int) {
+	w.status = status
+	w.n = 0
+}
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
+}
