@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/holiman/uint256"
+)
+
+// TestDemoChain checks that the built-in chain has what the demo promises:
+// every fork's features, consistent total difficulty, and the tags set.
+func TestDemoChain(t *testing.T) {
+	store, err := loadChain(options{safe: -1, finalized: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	head, err := store.BlockByNumber(ctx, backend.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Number < 100 {
+		t.Fatalf("the demo chain has %d blocks, want 100 or more", head.Number+1)
+	}
+
+	var (
+		td                                   uint256.Int
+		preLondonUncles, withdrawals         int
+		london, blobs, setCodes, requestHash bool
+		txTypes                              = map[uint8]int{}
+	)
+	for n := uint64(0); n <= head.Number; n++ {
+		b, err := store.BlockByNumber(ctx, backend.BlockNumber(n))
+		if err != nil {
+			t.Fatalf("block %d: %v", n, err)
+		}
+		td.Add(&td, &b.Difficulty)
+		if b.TotalDifficulty == nil || !b.TotalDifficulty.Eq(&td) {
+			t.Errorf("block %d: totalDifficulty %v, want the cumulative difficulty %s", n, b.TotalDifficulty, td.Hex())
+		}
+		if b.BaseFeePerGas == nil {
+			preLondonUncles += len(b.Uncles)
+		} else {
+			london = true
+		}
+		withdrawals += len(b.Withdrawals)
+		requestHash = requestHash || b.RequestsHash != nil
+		for _, tx := range b.Transactions {
+			txTypes[tx.Type]++
+			blobs = blobs || len(tx.BlobVersionedHashes) > 0
+			setCodes = setCodes || len(tx.AuthorizationList) > 0
+		}
+		for i := range b.Uncles {
+			if u, err := store.UncleByBlockHashAndIndex(ctx, b.Hash, uint64(i)); err != nil || u.Hash != b.Uncles[i] {
+				t.Errorf("block %d: uncle %d not served: %v", n, i, err)
+			}
+		}
+	}
+	switch {
+	case preLondonUncles == 0:
+		t.Error("no uncles before London")
+	case !london || withdrawals == 0 || !blobs || !setCodes || !requestHash:
+		t.Errorf("missing a fork's features: london %v, withdrawals %d, blobs %v, set-code %v, requestsHash %v", london, withdrawals, blobs, setCodes, requestHash)
+	}
+	for typ := uint8(0); typ <= 4; typ++ {
+		if txTypes[typ] == 0 {
+			t.Errorf("no transaction of type %d", typ)
+		}
+	}
+
+	pending, err := store.BlockByNumber(ctx, backend.Pending)
+	if err != nil || !pending.Pending || pending.ParentHash != head.Hash {
+		t.Errorf("pending block = %v, %v; want a pending child of the head", pending, err)
+	}
+	for tag, depth := range map[backend.BlockNumber]uint64{backend.Safe: demoSafeDepth, backend.Finalized: demoFinalizedDepth} {
+		b, err := store.BlockByNumber(ctx, tag)
+		if err != nil || b.Number != head.Number-depth {
+			t.Errorf("%v = %v, %v; want block %d", tag, b, err, head.Number-depth)
+		}
+	}
+	if store.Len() <= int(head.Number)+1 {
+		t.Errorf("no side-chain block: %d blocks stored for a head at %d", store.Len(), head.Number)
+	}
+}
+
+// TestRunServesWhatItPrints runs the server as a newcomer would and replays
+// the curl lines it prints.
+func TestRunServesWhatItPrints(t *testing.T) {
+	srv := start(t, "-addr", "127.0.0.1:0")
+	lines := srv.curlLines(t)
+	if len(lines) != 2 {
+		t.Fatalf("printed %d curl lines, want 2 (a block and an uncle):\n%s", len(lines), srv.stdout())
+	}
+
+	block := replay(t, lines[0])
+	var head struct {
+		Number string
+		Hash   string
+		Uncles []string
+	}
+	if err := json.Unmarshal(block, &head); err != nil || head.Number != "0x6e" {
+		t.Errorf("the latest block = %s (%v), want block 0x6e", block, err)
+	}
+
+	uncle := replay(t, lines[1])
+	var u struct{ Hash, Number string }
+	if err := json.Unmarshal(uncle, &u); err != nil || u.Hash == "" {
+		t.Fatalf("the uncle answer = %s (%v), want an uncle object", uncle, err)
+	}
+	if !strings.Contains(lines[1], `"0x0"`) {
+		t.Errorf("the uncle line does not ask for index 0: %s", lines[1])
+	}
+
+	srv.stop(t)
+	key := regexp.MustCompile(`/v3/([0-9a-f]+)`).FindStringSubmatch(lines[0])[1]
+	if logs := srv.stderr(); strings.Contains(logs, key) {
+		t.Errorf("the logs contain the API key:\n%s", logs)
+	} else if !strings.Contains(logs, "path=/v3/***") {
+		t.Errorf("the access log does not show the redacted path:\n%s", logs)
+	}
+}
+
+// TestRunWithFlags serves a dump with given keys and tags.
+func TestRunWithFlags(t *testing.T) {
+	dump := writeDump(t, 5)
+	srv := start(t, "-addr", "127.0.0.1:0", "-chain", dump, "-keys", "alpha,beta", "-safe", "3", "-finalized", "2")
+	url := regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout())
+	for _, tc := range []struct {
+		key, tag string
+		status   int
+		number   string
+	}{
+		{"alpha", "latest", 200, "0x4"},
+		{"beta", "safe", 200, "0x3"},
+		{"beta", "finalized", 200, "0x2"},
+		{"gamma", "latest", 401, ""},
+	} {
+		resp, err := http.Post(url+tc.key, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["`+tc.tag+`",false]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("key %s: status %d, want %d", tc.key, resp.StatusCode, tc.status)
+			continue
+		}
+		if tc.number != "" && !bytes.Contains(body, []byte(`"number":"`+tc.number+`"`)) {
+			t.Errorf("%s with key %s = %s, want block %s", tc.tag, tc.key, body, tc.number)
+		}
+	}
+	srv.stop(t)
+}
+
+func TestRunRefusesBadFlags(t *testing.T) {
+	dump := writeDump(t, 3)
+	for _, args := range [][]string{
+		{"-chain", dump, "-safe", "7"},
+		{"-chain", dump, "-finalized", "9"},
+		{"-chain", filepath.Join(t.TempDir(), "missing.jsonl")},
+		{"-keys", "a,,b"},
+		{"-nosuchflag"},
+		{"extra-argument"},
+		{"-addr", "127.0.0.1:-1"},
+	} {
+		var stderr bytes.Buffer
+		if err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, &stderr); err == nil {
+			t.Errorf("run %q succeeded, want an error", args)
+		}
+	}
+}
+
+func TestRedactKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v3/secret":       "/v3/***",
+		"/rpc/v3/secret":   "/rpc/v3/***",
+		"/v3/":             "/v3/",
+		"/health":          "/health",
+		"/v3/a/b?c=secret": "/v3/***",
+	} {
+		if got := redactKey(in); got != want {
+			t.Errorf("redactKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// writeDump writes a dump of a chain of n blocks and returns its path.
+func writeDump(t *testing.T, n int) string {
+	t.Helper()
+	store := memstore.New()
+	parent := backend.Hash{}
+	for i := range n {
+		b := &backend.Block{Header: backend.Header{Number: uint64(i), ParentHash: parent, GasLimit: 30_000_000, Timestamp: uint64(i) * 12}}
+		b.Difficulty.SetUint64(1)
+		if err := store.AddBlock(b); err != nil {
+			t.Fatal(err)
+		}
+		added, _ := store.BlockByNumber(context.Background(), backend.BlockNumber(i))
+		parent = added.Hash
+	}
+	path := filepath.Join(t.TempDir(), "chain.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := store.Save(f); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// server is a run of the program in the test's process.
+type server struct {
+	cancel  context.CancelFunc
+	done    chan error
+	out     *syncBuffer
+	err     *syncBuffer
+	printed chan struct{}
+}
+
+func start(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	s := &server{cancel: cancel, done: make(chan error, 1), out: new(syncBuffer), err: new(syncBuffer), printed: make(chan struct{})}
+	go func() {
+		s.done <- run(ctx, args, pw, s.err)
+		pw.Close()
+	}()
+	go func() {
+		// The usage ends with an empty line after the last curl line.
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 1<<20)
+		seenCurl, signalled := false, false
+		for sc.Scan() {
+			s.out.WriteString(sc.Text() + "\n")
+			seenCurl = seenCurl || strings.HasPrefix(sc.Text(), "curl ")
+			if seenCurl && sc.Text() == "" && !signalled {
+				close(s.printed)
+				signalled = true
+			}
+		}
+	}()
+	select {
+	case <-s.printed:
+	case err := <-s.done:
+		t.Fatalf("run ended before serving: %v\n%s", err, s.err.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no usage printed:\n%s", s.out.String())
+	}
+	t.Cleanup(func() { s.cancel() })
+	return s
+}
+
+func (s *server) stdout() string { return s.out.String() }
+func (s *server) stderr() string { return s.err.String() }
+
+func (s *server) curlLines(t *testing.T) []string {
+	var lines []string
+	for _, l := range strings.Split(s.stdout(), "\n") {
+		if strings.HasPrefix(l, "curl ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// stop ends the run as SIGINT would and checks it ends cleanly.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("run ended with %v, want a clean shutdown", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+// replay sends what a printed curl line sends and returns the result.
+func replay(t *testing.T, line string) json.RawMessage {
+	t.Helper()
+	m := regexp.MustCompile(`--data '([^']*)' (\S+)$`).FindStringSubmatch(line)
+	if m == nil || !strings.Contains(line, "-H 'Content-Type: application/json'") {
+		t.Fatalf("not a usable curl line: %s", line)
+	}
+	resp, err := http.Post(m[2], "application/json", strings.NewReader(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Result json.RawMessage
+		Error  any
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || answer.Error != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: status %d, error %v %v", line, resp.StatusCode, answer.Error, err)
+	}
+	return answer.Result
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
