@@ -328,16 +328,34 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, out []byte) {
 	w.Write(out)
 }
 
+// acceptsGzip reports whether the client accepts gzip: named with a
+// weight above zero ("gzip", "gzip;q=0.5"), not refused with q=0.
 func acceptsGzip(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept-Encoding") {
 		for part := range strings.SplitSeq(v, ",") {
-			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-			if strings.EqualFold(strings.TrimSpace(coding), "gzip") && !strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") {
+			coding, params, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(coding), "gzip") && weight(params) > 0 {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// weight returns the q parameter of an Accept-Encoding entry: 1 when it is
+// absent, 0 when it does not parse.
+func weight(params string) float64 {
+	for param := range strings.SplitSeq(params, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
+		if strings.EqualFold(strings.TrimSpace(name), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			if err != nil {
+				return 0
+			}
+			return q
+		}
+	}
+	return 1
 }
 
 var gzipWriters = sync.Pool{New: func() any {
@@ -388,10 +406,14 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 
 var errBodyTooLarge = errors.New("request body too large")
 
+const maxPresize = 1 << 20
+
 // readBody reads r into buf, failing once more than limit bytes arrive.
+// The declared length sizes the buffer only up to maxPresize: the client
+// says it, so the buffer grows with what actually arrives.
 func readBody(r io.Reader, buf []byte, length, limit int64) ([]byte, error) {
 	if length > 0 {
-		buf = slices.Grow(buf, int(length)+1)
+		buf = slices.Grow(buf, int(min(length, maxPresize))+1)
 	}
 	for {
 		if len(buf) == cap(buf) {
