@@ -111,7 +111,7 @@ func ExampleService_GetUncleByBlockHashAndIndex() {
 	fmt.Println("a second uncle:", none)
 	// Output:
 	// uncle of block 1 is true
-	// its size: 509 its total difficulty: 0x40000
+	// its size: 508 its total difficulty: 0x40000
 	// a second uncle: <nil>
 }
 
