@@ -24,14 +24,28 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Object + ": " + e.Err.Error()
+	}
 	return e.Object + ": " + e.Field + ": " + e.Err.Error()
 }
 
 // Unwrap returns the underlying error.
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// ErrMissingField is the error of a FieldError for an absent required member.
-var ErrMissingField = errors.New("missing required field")
+// Errors of a FieldError.
+var (
+	// ErrMissingField is for an absent required member.
+	ErrMissingField = errors.New("missing required field")
+	// ErrEmptyList is for a list that may not be empty: the blob hashes of a
+	// blob transaction (EIP-4844), the authorizations of a set-code one
+	// (EIP-7702).
+	ErrEmptyList = errors.New("must not be empty")
+	// ErrInvalidYParity is for a typed transaction's v other than 0 or 1.
+	ErrInvalidYParity = errors.New("a typed transaction's v is its y-parity, 0 or 1")
+)
+
+func isYParity(v *uint256.Int) bool { return v.IsUint64() && v.Uint64() <= 1 }
 
 type headerJSON struct {
 	ParentHash            *Hash           `json:"parentHash"`
@@ -165,6 +179,9 @@ func (b *Block) UnmarshalJSON(input []byte) error {
 	}
 	if d.Transactions == nil {
 		return &FieldError{Object: "block", Field: "transactions", Err: ErrMissingField}
+	}
+	if d.Withdrawals != nil && d.WithdrawalsRoot == nil {
+		return &FieldError{Object: "block", Field: "withdrawals", Err: errors.New("given without withdrawalsRoot")}
 	}
 	if err := out.decodeTransactions(d.Transactions, d.Hash != nil); err != nil {
 		return err
@@ -353,8 +370,12 @@ func decodeTransaction(input []byte, object string) (*Transaction, *positionJSON
 		return nil, nil, missing("maxFeePerBlobGas")
 	case tx.Type == BlobTxType && d.BlobVersionedHashes == nil:
 		return nil, nil, missing("blobVersionedHashes")
+	case tx.Type == BlobTxType && len(d.BlobVersionedHashes) == 0:
+		return nil, nil, &FieldError{Object: object, Field: "blobVersionedHashes", Err: ErrEmptyList}
 	case tx.Type == SetCodeTxType && d.AuthorizationList == nil:
 		return nil, nil, missing("authorizationList")
+	case tx.Type == SetCodeTxType && len(d.AuthorizationList) == 0:
+		return nil, nil, &FieldError{Object: object, Field: "authorizationList", Err: ErrEmptyList}
 	}
 	tx.From = *d.From
 	tx.Gas = uint64(*d.Gas)
@@ -365,6 +386,9 @@ func decodeTransaction(input []byte, object string) (*Transaction, *positionJSON
 	tx.S = uint256.Int(*d.S)
 	if d.V != nil {
 		tx.V = uint256.Int(*d.V)
+	}
+	if tx.Type != LegacyTxType && d.V != nil && !isYParity(&tx.V) {
+		return nil, nil, &FieldError{Object: object, Field: "v", Err: ErrInvalidYParity}
 	}
 	if d.YParity != nil && tx.Type != LegacyTxType {
 		if d.V != nil && !tx.V.Eq(uint256.NewInt(uint64(*d.YParity))) {

@@ -189,7 +189,7 @@ func checkTyped(tx *backend.Transaction) error {
 	case tx.ChainID == nil:
 		return &MissingError{Field: "chainId", Why: "required for a typed transaction"}
 	case !tx.V.IsUint64() || tx.V.Uint64() > 1:
-		return fmt.Errorf("v: %s is not a y-parity (0 or 1)", hexutil.EncodeU256(&tx.V))
+		return fmt.Errorf("v: %s: %w", hexutil.EncodeU256(&tx.V), backend.ErrInvalidYParity)
 	case tx.Type == backend.AccessListTxType && tx.GasPrice == nil:
 		return &MissingError{Field: "gasPrice", Why: "required for an access-list transaction"}
 	case tx.Type >= backend.DynamicFeeTxType && (tx.MaxFeePerGas == nil || tx.MaxPriorityFeePerGas == nil):
@@ -198,6 +198,10 @@ func checkTyped(tx *backend.Transaction) error {
 		return &MissingError{Field: "to", Why: "a blob or set-code transaction cannot create a contract"}
 	case tx.Type == backend.BlobTxType && tx.MaxFeePerBlobGas == nil:
 		return &MissingError{Field: "maxFeePerBlobGas", Why: "required for a blob transaction"}
+	case tx.Type == backend.BlobTxType && len(tx.BlobVersionedHashes) == 0:
+		return fmt.Errorf("blobVersionedHashes: %w", backend.ErrEmptyList)
+	case tx.Type == backend.SetCodeTxType && len(tx.AuthorizationList) == 0:
+		return fmt.Errorf("authorizationList: %w", backend.ErrEmptyList)
 	}
 	return nil
 }
