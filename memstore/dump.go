@@ -18,15 +18,19 @@ import (
 //	{"block": <block object as eth_getBlockByNumber(n, true) answers it>,
 //	 "uncles": [<uncle objects as eth_getUncleByBlockHashAndIndex answers them, in order>]}
 //
-// "uncles" may be left out when the block has none. A block's transactions
-// may be given as hashes only, for data that has no bodies; such a block must
-// give its size and transactionsRoot, which cannot then be checked, and is
+// "uncles" may be left out when the block has none. A line may also say
+// "canonical": false, for a block of a side chain: it is stored and
+// reachable by hash, and the canonical chain stays as it is (without the
+// member, a line makes its block canonical). A block's transactions may be
+// given as hashes only, for data that has no bodies; such a block must give
+// its size and transactionsRoot, which cannot then be checked, and is
 // served without transaction details.
 
 // dumpLine is one line of a dump.
 type dumpLine struct {
-	Block  *backend.Block   `json:"block"`
-	Uncles []*backend.Uncle `json:"uncles,omitempty"`
+	Block     *backend.Block   `json:"block"`
+	Uncles    []*backend.Uncle `json:"uncles,omitempty"`
+	Canonical *bool            `json:"canonical,omitempty"`
 }
 
 // LineError reports the line of a dump that could not be loaded.
@@ -85,37 +89,42 @@ func (s *Store) addLine(line []byte) error {
 			return fmt.Errorf("uncles[%d]: null", i)
 		}
 	}
+	if d.Canonical != nil && !*d.Canonical {
+		return s.AddSideBlock(d.Block, d.Uncles...)
+	}
 	return s.AddBlock(d.Block, d.Uncles...)
 }
 
 // Save writes the stored blocks as a dump that Load reads back into the
-// same chain: blocks off the canonical chain first, then the canonical
-// chain, each group by number. The pending block and the safe and
+// same chain: the canonical chain by number, then the other blocks by
+// number, marked "canonical": false. The pending block and the safe and
 // finalized marks are not part of the format.
 func (s *Store) Save(w io.Writer) error {
+	// A snapshot: what an entry points to is replaced, never changed, so
+	// the values taken under the lock stay valid after it.
 	s.mu.RLock()
-	entries := make([]*entry, 0, len(s.blocks))
-	canonical := make(map[*entry]bool, len(s.canonical))
+	saved := make([]entry, 0, len(s.blocks))
+	canonical := make(map[backend.Hash]bool, len(s.canonical))
 	for _, e := range s.blocks {
-		entries = append(entries, e)
+		saved = append(saved, *e)
 	}
 	for _, h := range s.canonical {
-		canonical[s.blocks[h]] = true
+		canonical[h] = true
 	}
 	s.mu.RUnlock()
 
-	slices.SortFunc(entries, func(a, b *entry) int {
-		if canonical[a] != canonical[b] {
-			if canonical[a] {
-				return 1
+	slices.SortFunc(saved, func(a, b entry) int {
+		if ca, cb := canonical[a.block.Hash], canonical[b.block.Hash]; ca != cb {
+			if ca {
+				return -1
 			}
-			return -1
+			return 1
 		}
 		return cmp.Or(cmp.Compare(a.block.Number, b.block.Number), bytes.Compare(a.block.Hash[:], b.block.Hash[:]))
 	})
 	bw := bufio.NewWriterSize(w, 1<<16)
 	var line []byte
-	for _, e := range entries {
+	for _, e := range saved {
 		line = append(line[:0], `{"block":`...)
 		line = e.block.AppendJSON(line, true)
 		if len(e.uncles) > 0 {
@@ -127,6 +136,9 @@ func (s *Store) Save(w io.Writer) error {
 				line = u.AppendJSON(line)
 			}
 			line = append(line, ']')
+		}
+		if !canonical[e.block.Hash] {
+			line = append(line, `,"canonical":false`...)
 		}
 		line = append(line, '}', '\n')
 		if _, err := bw.Write(line); err != nil {

@@ -150,6 +150,17 @@ func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash,
 // reachable by hash. Adding a block that is already stored only makes it
 // canonical again.
 func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return s.add(block, uncles, true)
+}
+
+// AddSideBlock adds a block as AddBlock does, checks included, but leaves the
+// canonical chain as it is: the block is reachable by hash only, as a block
+// of a side chain is.
+func (s *Store) AddSideBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return s.add(block, uncles, false)
+}
+
+func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
 	if block.Pending {
 		return errPendingInAdd
 	}
@@ -164,7 +175,9 @@ func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.blocks[b.Hash]; ok {
-		s.makeCanonical(b.Number, b.Hash)
+		if canonical {
+			s.makeCanonical(b.Number, b.Hash)
+		}
 		return nil
 	}
 	updates, err := s.totalDifficulties(b, us)
@@ -177,7 +190,9 @@ func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
 		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
 	}
 	s.applyTotalDifficulties(updates)
-	s.makeCanonical(b.Number, b.Hash)
+	if canonical {
+		s.makeCanonical(b.Number, b.Hash)
+	}
 	return nil
 }
 
