@@ -88,55 +88,37 @@ func found(b *backend.Block, err error, fullTx bool) (*backend.Block, error) {
 
 // serveBlockByNumber answers eth_getBlockByNumber(number, fullTx).
 func (s *Service) serveBlockByNumber(ctx context.Context, params, dst []byte) ([]byte, error) {
-	args, err := readArgs(params)
-	if err != nil {
-		return dst, err
-	}
 	var number backend.BlockNumber
-	if err := args.next(number.UnmarshalJSON); err != nil {
-		return dst, err
-	}
 	var fullTx jsonBool
-	if err := args.next(fullTx.UnmarshalJSON); err != nil {
-		return dst, err
-	}
-	if err := args.end(); err != nil {
+	if err := readParams(params, number.UnmarshalJSON, fullTx.UnmarshalJSON); err != nil {
 		return dst, err
 	}
 	b, err := s.blockByNumber(ctx, number, bool(fullTx))
-	if b == nil || err != nil {
-		return append(dst, "null"...), err
-	}
-	if number == backend.Pending && !b.Pending {
+	if b != nil && number == backend.Pending && !b.Pending {
 		// The tag decides: the pending block is served as pending even
 		// from a backend that did not mark it.
 		pending := *b
 		pending.Pending = true
 		b = &pending
 	}
-	return b.AppendJSON(dst, bool(fullTx)), nil
+	return appendBlock(dst, b, err, bool(fullTx))
 }
 
 // serveBlockByHash answers eth_getBlockByHash(hash, fullTx).
 func (s *Service) serveBlockByHash(ctx context.Context, params, dst []byte) ([]byte, error) {
-	args, err := readArgs(params)
-	if err != nil {
-		return dst, err
-	}
 	var hash backend.Hash
-	if err := args.next(hash.UnmarshalJSON); err != nil {
-		return dst, err
-	}
 	var fullTx jsonBool
-	if err := args.next(fullTx.UnmarshalJSON); err != nil {
-		return dst, err
-	}
-	if err := args.end(); err != nil {
+	if err := readParams(params, hash.UnmarshalJSON, fullTx.UnmarshalJSON); err != nil {
 		return dst, err
 	}
 	b, err := s.blockByHash(ctx, hash, bool(fullTx))
+	return appendBlock(dst, b, err, bool(fullTx))
+}
+
+// appendBlock appends the result of a block lookup: the block, or null.
+func appendBlock(dst []byte, b *backend.Block, err error, fullTx bool) ([]byte, error) {
 	if b == nil || err != nil {
 		return append(dst, "null"...), err
 	}
-	return b.AppendJSON(dst, bool(fullTx)), nil
+	return b.AppendJSON(dst, fullTx), nil
 }

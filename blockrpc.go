@@ -479,13 +479,17 @@ type rpcError struct {
 	message string
 }
 
+// Error returns the message.
 func (e *rpcError) Error() string { return e.message }
 
 // backendError is a failure of the backend. Its details go to the log, not
 // to the client.
 type backendError struct{ err error }
 
+// Error returns the backend's error, for logs.
 func (e *backendError) Error() string { return "backend: " + e.err.Error() }
+
+// Unwrap returns the backend's error.
 func (e *backendError) Unwrap() error { return e.err }
 
 func invalidArgument(i int, err error) error {
@@ -837,6 +841,21 @@ func stringEnd(data []byte, i int) int {
 		}
 	}
 	return len(data)
+}
+
+// readParams decodes the arguments of a params array in order, one decoder
+// each: all of them required, no more allowed.
+func readParams(params []byte, decoders ...func([]byte) error) error {
+	args, err := readArgs(params)
+	if err != nil {
+		return err
+	}
+	for _, decode := range decoders {
+		if err := args.next(decode); err != nil {
+			return err
+		}
+	}
+	return args.end()
 }
 
 // args reads positional parameters one by one, reporting errors as

@@ -33,19 +33,9 @@ func (s *Service) uncle(ctx context.Context, hash backend.Hash, index uint64) (*
 
 // serveUncle answers eth_getUncleByBlockHashAndIndex(hash, index).
 func (s *Service) serveUncle(ctx context.Context, params, dst []byte) ([]byte, error) {
-	args, err := readArgs(params)
-	if err != nil {
-		return dst, err
-	}
 	var hash backend.Hash
-	if err := args.next(hash.UnmarshalJSON); err != nil {
-		return dst, err
-	}
 	var index hexutil.Uint
-	if err := args.next(index.UnmarshalJSON); err != nil {
-		return dst, err
-	}
-	if err := args.end(); err != nil {
+	if err := readParams(params, hash.UnmarshalJSON, index.UnmarshalJSON); err != nil {
 		return dst, err
 	}
 	u, err := s.uncle(ctx, hash, uint64(index))

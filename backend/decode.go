@@ -23,6 +23,7 @@ type FieldError struct {
 	Err    error
 }
 
+// Error returns the object, the field and what is wrong with it.
 func (e *FieldError) Error() string {
 	if e.Field == "" {
 		return e.Object + ": " + e.Err.Error()

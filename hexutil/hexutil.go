@@ -108,6 +108,7 @@ type LengthError struct {
 	Digits, Want int // hex digits given and wanted
 }
 
+// Error returns the message go-ethereum gives.
 func (e *LengthError) Error() string {
 	return fmt.Sprintf("hex string has length %d, want %d", e.Digits, e.Want)
 }

@@ -182,6 +182,7 @@ type TypeLengthError struct {
 	Type reflect.Type
 }
 
+// Error returns the message go-ethereum gives, with the type.
 func (e *TypeLengthError) Error() string {
 	return e.LengthError.Error() + " for " + e.Type.String()
 }

@@ -39,6 +39,7 @@ type LineError struct {
 	Err  error
 }
 
+// Error returns the line number and what is wrong with the line.
 func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
 // Unwrap returns the error of the line.

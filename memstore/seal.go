@@ -16,6 +16,7 @@ type MismatchError struct {
 	Given, Computed string // both in their hex form
 }
 
+// Error names the field and both values.
 func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s: given %s, computed %s", e.Field, e.Given, e.Computed)
 }
@@ -27,6 +28,7 @@ type MissingError struct {
 	Why   string
 }
 
+// Error names the field and why it is needed.
 func (e *MissingError) Error() string {
 	return e.Field + ": missing: " + e.Why
 }
