@@ -6,11 +6,45 @@ import (
 	"fmt"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
 )
 
-// ErrNoTransactionBodies is the error for a block asked for with full
-// transactions when its backend holds only their hashes.
-var ErrNoTransactionBodies = errors.New("transaction bodies are not available for this block")
+// Errors of the typed methods, answered with code -32000 and their message.
+var (
+	// ErrNoTransactionBodies is the error for a block asked for with full
+	// transactions when its backend holds only their hashes.
+	ErrNoTransactionBodies = errors.New("transaction bodies are not available for this block")
+	// ErrChainIDUnknown is the error of ChainID when the backend does not
+	// know the chain's id.
+	ErrChainIDUnknown = errors.New("the chain id is not known")
+	// ErrNoBlocks is the error of BlockNumber for a chain without blocks.
+	ErrNoBlocks = errors.New("the chain has no blocks")
+)
+
+// ChainID returns the id of the chain: what eth_chainId answers.
+func (s *Service) ChainID(ctx context.Context) (uint64, error) {
+	id, err := s.backend.ChainID(ctx)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return 0, ErrChainIDUnknown
+	case err != nil:
+		return 0, &backendError{err: err}
+	}
+	return id, nil
+}
+
+// BlockNumber returns the number of the latest block: what eth_blockNumber
+// answers.
+func (s *Service) BlockNumber(ctx context.Context) (uint64, error) {
+	b, err := s.blockByNumber(ctx, backend.Latest, false)
+	switch {
+	case err != nil:
+		return 0, err
+	case b == nil:
+		return 0, ErrNoBlocks
+	}
+	return b.Number, nil
+}
 
 // GetBlockByNumber returns the block that number selects, with transaction
 // objects when fullTx is set and transaction hashes otherwise, or nil when
@@ -121,4 +155,31 @@ func appendBlock(dst []byte, b *backend.Block, err error, fullTx bool) ([]byte, 
 		return append(dst, "null"...), err
 	}
 	return b.AppendJSON(dst, fullTx), nil
+}
+
+// serveChainID answers eth_chainId().
+func (s *Service) serveChainID(ctx context.Context, params, dst []byte) ([]byte, error) {
+	if err := readParams(params); err != nil {
+		return dst, err
+	}
+	id, err := s.ChainID(ctx)
+	return appendQuantity(dst, id, err)
+}
+
+// serveBlockNumber answers eth_blockNumber().
+func (s *Service) serveBlockNumber(ctx context.Context, params, dst []byte) ([]byte, error) {
+	if err := readParams(params); err != nil {
+		return dst, err
+	}
+	n, err := s.BlockNumber(ctx)
+	return appendQuantity(dst, n, err)
+}
+
+// appendQuantity appends a quantity result.
+func appendQuantity(dst []byte, v uint64, err error) ([]byte, error) {
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, '"')
+	return append(hexutil.AppendUint64(dst, v), '"'), nil
 }

@@ -2,8 +2,11 @@
 // hosted node provider does: POST {base}/v3/<API_KEY>, with the methods
 // eth_getBlockByNumber and eth_getUncleByBlockHashAndIndex.
 //
-// A Service answers the two queries, and eth_getBlockByHash beside them,
-// from a backend.Backend, as typed Go calls. A Handler wraps the same Service in the JSON-RPC envelope over
+// A Service answers the two queries from a backend.Backend, as typed Go
+// calls, and with them the companion methods clients ask for alongside:
+// eth_getBlockByHash, eth_getUncleByBlockNumberAndIndex,
+// eth_getUncleCountByBlockHash, eth_getUncleCountByBlockNumber,
+// eth_blockNumber and eth_chainId. A Handler wraps the same Service in the JSON-RPC envelope over
 // HTTP, to mount in any mux. Answers are byte-for-byte those of go-ethereum,
 // except where this service's specification differs (see the README):
 // every block carries its totalDifficulty, uncles are full block objects
@@ -501,9 +504,14 @@ func invalidArgument(i int, err error) error {
 type method func(s *Service, ctx context.Context, params, dst []byte) ([]byte, error)
 
 var methods = map[string]method{
-	"eth_getBlockByNumber":            (*Service).serveBlockByNumber,
-	"eth_getBlockByHash":              (*Service).serveBlockByHash,
-	"eth_getUncleByBlockHashAndIndex": (*Service).serveUncle,
+	"eth_getBlockByNumber":              (*Service).serveBlockByNumber,
+	"eth_getUncleByBlockHashAndIndex":   (*Service).serveUncle,
+	"eth_getBlockByHash":                (*Service).serveBlockByHash,
+	"eth_getUncleByBlockNumberAndIndex": (*Service).serveUncleByNumber,
+	"eth_getUncleCountByBlockHash":      (*Service).serveUncleCountByHash,
+	"eth_getUncleCountByBlockNumber":    (*Service).serveUncleCountByNumber,
+	"eth_blockNumber":                   (*Service).serveBlockNumber,
+	"eth_chainId":                       (*Service).serveChainID,
 }
 
 // request is one JSON-RPC request object, as raw JSON values sliced from

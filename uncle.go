@@ -3,6 +3,7 @@ package blockrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/hexutil"
@@ -43,4 +44,90 @@ func (s *Service) serveUncle(ctx context.Context, params, dst []byte) ([]byte, e
 		return append(dst, "null"...), err
 	}
 	return u.AppendJSON(dst), nil
+}
+
+// GetUncleByBlockNumberAndIndex returns the index'th uncle of the block that
+// number selects, or nil when there is no such block or uncle, as
+// GetUncleByBlockHashAndIndex does.
+func (s *Service) GetUncleByBlockNumberAndIndex(ctx context.Context, number backend.BlockNumber, index uint64) (*backend.Uncle, error) {
+	if number < backend.Earliest {
+		return nil, fmt.Errorf("invalid block number %v", number)
+	}
+	u, err := s.uncleByNumber(ctx, number, index)
+	if u == nil || err != nil {
+		return nil, err
+	}
+	return u.Copy(), nil
+}
+
+func (s *Service) uncleByNumber(ctx context.Context, number backend.BlockNumber, index uint64) (*backend.Uncle, error) {
+	b, err := s.blockByNumber(ctx, number, false)
+	if b == nil || err != nil || index >= uint64(len(b.Uncles)) {
+		return nil, err
+	}
+	return s.uncle(ctx, b.Hash, index)
+}
+
+// GetUncleCountByBlockHash returns the number of uncles of the block with
+// the given hash, and false when there is no such block.
+func (s *Service) GetUncleCountByBlockHash(ctx context.Context, hash backend.Hash) (uint64, bool, error) {
+	return uncleCount(s.blockByHash(ctx, hash, false))
+}
+
+// GetUncleCountByBlockNumber returns the number of uncles of the block that
+// number selects, and false when there is no such block.
+func (s *Service) GetUncleCountByBlockNumber(ctx context.Context, number backend.BlockNumber) (uint64, bool, error) {
+	if number < backend.Earliest {
+		return 0, false, fmt.Errorf("invalid block number %v", number)
+	}
+	return uncleCount(s.blockByNumber(ctx, number, false))
+}
+
+func uncleCount(b *backend.Block, err error) (uint64, bool, error) {
+	if b == nil || err != nil {
+		return 0, false, err
+	}
+	return uint64(len(b.Uncles)), true, nil
+}
+
+// serveUncleByNumber answers eth_getUncleByBlockNumberAndIndex(number, index).
+func (s *Service) serveUncleByNumber(ctx context.Context, params, dst []byte) ([]byte, error) {
+	var number backend.BlockNumber
+	var index hexutil.Uint
+	if err := readParams(params, number.UnmarshalJSON, index.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	u, err := s.uncleByNumber(ctx, number, uint64(index))
+	if u == nil || err != nil {
+		return append(dst, "null"...), err
+	}
+	return u.AppendJSON(dst), nil
+}
+
+// serveUncleCountByHash answers eth_getUncleCountByBlockHash(hash).
+func (s *Service) serveUncleCountByHash(ctx context.Context, params, dst []byte) ([]byte, error) {
+	var hash backend.Hash
+	if err := readParams(params, hash.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	n, found, err := s.GetUncleCountByBlockHash(ctx, hash)
+	return appendCount(dst, n, found, err)
+}
+
+// serveUncleCountByNumber answers eth_getUncleCountByBlockNumber(number).
+func (s *Service) serveUncleCountByNumber(ctx context.Context, params, dst []byte) ([]byte, error) {
+	var number backend.BlockNumber
+	if err := readParams(params, number.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	n, found, err := s.GetUncleCountByBlockNumber(ctx, number)
+	return appendCount(dst, n, found, err)
+}
+
+// appendCount appends a count result, or null when the block was not found.
+func appendCount(dst []byte, n uint64, found bool, err error) ([]byte, error) {
+	if !found || err != nil {
+		return append(dst, "null"...), err
+	}
+	return appendQuantity(dst, n, nil)
 }

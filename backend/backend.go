@@ -22,6 +22,10 @@ var ErrNotFound = errors.New("not found")
 // concurrent use, honour the context, and never modify a Block or Uncle
 // after returning it (callers read them without copying).
 type Backend interface {
+	// ChainID returns the id of the chain (EIP-155), or ErrNotFound when it
+	// is not known.
+	ChainID(ctx context.Context) (uint64, error)
+
 	// BlockByNumber returns the canonical block with the given number, or
 	// the block a tag names: Latest (the highest canonical block), Earliest
 	// (the lowest), Safe, Finalized and Pending (each nil when not set,

@@ -47,6 +47,9 @@ func (s *headerStore) BlockByNumber(ctx context.Context, n backend.BlockNumber) 
 	return nil, backend.ErrNotFound // also for safe, finalized and pending
 }
 
+// ChainID tells the chain's id, which a store of headers holds as a setting.
+func (s *headerStore) ChainID(ctx context.Context) (uint64, error) { return 1, nil }
+
 func (s *headerStore) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -60,8 +63,8 @@ func (s *headerStore) UncleByBlockHashAndIndex(ctx context.Context, hash backend
 	return nil, backend.ErrNotFound // this chain has no uncles
 }
 
-// A Backend is three lookups; ErrNotFound tells "no such block" apart from
-// a failure of the storage.
+// A Backend is the chain id and three lookups; ErrNotFound tells "no such
+// block" apart from a failure of the storage.
 func Example_implementingBackend() {
 	store := &headerStore{byHash: map[backend.Hash]*backend.Block{}, byNum: map[uint64]*backend.Block{}}
 	store.add(backend.Header{Number: 0, GasLimit: 30_000_000, Sha3Uncles: backend.UnclesHash(nil), TransactionsRoot: backend.TransactionsRoot(nil)})

@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 )
 
@@ -32,6 +33,9 @@ type Store struct {
 	lowest, highest uint64
 	safe, finalized tag
 	pending         *backend.Block
+	// chainID is set explicitly or by the first transaction signed for a
+	// chain; every later one must agree.
+	chainID tag
 }
 
 type entry struct {
@@ -58,6 +62,33 @@ func New() *Store {
 		children:  make(map[backend.Hash][]child),
 		canonical: make(map[uint64]backend.Hash),
 	}
+}
+
+// ChainID implements backend.Backend: the id set with SetChainID, or else
+// the one the stored transactions are signed for (EIP-155 legacy and typed
+// transactions carry it).
+func (s *Store) ChainID(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.chainID.set {
+		return 0, backend.ErrNotFound
+	}
+	return s.chainID.number, nil
+}
+
+// SetChainID sets the chain id, for a chain whose transactions do not tell
+// it. It fails when stored transactions are signed for another chain.
+func (s *Store) SetChainID(id uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chainID.set && s.chainID.number != id {
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(s.chainID.number) + " (of the stored transactions)"}
+	}
+	s.chainID = tag{number: id, set: true}
+	return nil
 }
 
 // BlockByNumber implements backend.Backend.
@@ -171,9 +202,16 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	if err := seal(b, us); err != nil {
 		return blockError(b, err)
 	}
+	chainID, err := signedFor(b)
+	if err != nil {
+		return blockError(b, err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.agreeChainID(chainID); err != nil {
+		return blockError(b, err)
+	}
 	if _, ok := s.blocks[b.Hash]; ok {
 		if canonical {
 			s.makeCanonical(b.Number, b.Hash)
@@ -190,10 +228,45 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
 	}
 	s.applyTotalDifficulties(updates)
+	s.adoptChainID(chainID)
 	if canonical {
 		s.makeCanonical(b.Number, b.Hash)
 	}
 	return nil
+}
+
+// signedFor returns the chain id the block's transactions are signed for,
+// or nil when none says. The block's transactions must all agree.
+func signedFor(b *backend.Block) (*uint256.Int, error) {
+	var id *uint256.Int
+	for i, tx := range b.Transactions {
+		switch {
+		case tx.ChainID == nil:
+		case id == nil:
+			id = tx.ChainID
+		case !id.Eq(tx.ChainID):
+			return nil, fmt.Errorf("transaction %d: %w", i, &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: hexutil.EncodeU256(id) + " (of an earlier transaction)"})
+		}
+	}
+	if id != nil && !id.IsUint64() {
+		return nil, fmt.Errorf("chainId %s does not fit in 64 bits", hexutil.EncodeU256(id))
+	}
+	return id, nil
+}
+
+// agreeChainID checks a block's chain id against the store's.
+func (s *Store) agreeChainID(id *uint256.Int) error {
+	if id != nil && s.chainID.set && id.Uint64() != s.chainID.number {
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(s.chainID.number) + " (of the store)"}
+	}
+	return nil
+}
+
+// adoptChainID makes a block's chain id the store's when it has none.
+func (s *Store) adoptChainID(id *uint256.Int) {
+	if id != nil && !s.chainID.set {
+		s.chainID = tag{number: id.Uint64(), set: true}
+	}
 }
 
 // blockError names the block an error is about.
@@ -364,11 +437,19 @@ func (s *Store) SetPending(block *backend.Block) error {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
 	b.Pending = true
+	chainID, err := signedFor(b)
+	if err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.agreeChainID(chainID); err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
 	if err := settle("totalDifficulty", &b.TotalDifficulty, s.tdOf(b.ParentHash), &b.Difficulty); err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
+	s.adoptChainID(chainID)
 	s.pending = b
 	return nil
 }

@@ -12,6 +12,7 @@
 //	-keys k1,k2       the accepted API keys (default: one generated key)
 //	-safe N           the block the "safe" tag selects
 //	-finalized N      the block the "finalized" tag selects
+//	-chainid N        the chain id, for a dump whose transactions do not tell it
 //
 // For a dump, safe and finalized default to its head. The server stops
 // gracefully on SIGINT and SIGTERM.
@@ -67,6 +68,7 @@ func main() {
 type options struct {
 	addr, chain, keys string
 	safe, finalized   int64
+	chainID           uint64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -78,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.keys, "keys", "", "comma-separated API `keys` to accept (default: one generated key)")
 	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
 	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
+	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -184,6 +187,11 @@ func loadChain(o options) (*memstore.Store, error) {
 	}
 	if err := store.SetFinalized(uint64(finalized)); err != nil {
 		return nil, fmt.Errorf("-finalized: %w", err)
+	}
+	if o.chainID != 0 {
+		if err := store.SetChainID(o.chainID); err != nil {
+			return nil, fmt.Errorf("-chainid: %w", err)
+		}
 	}
 	return store, nil
 }

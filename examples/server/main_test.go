@@ -136,7 +136,7 @@ func TestRunServesWhatItPrints(t *testing.T) {
 // TestRunWithFlags serves a dump with given keys and tags.
 func TestRunWithFlags(t *testing.T) {
 	dump := writeDump(t, 5)
-	srv := start(t, "-addr", "127.0.0.1:0", "-chain", dump, "-keys", "alpha,beta", "-safe", "3", "-finalized", "2")
+	srv := start(t, "-addr", "127.0.0.1:0", "-chain", dump, "-keys", "alpha,beta", "-safe", "3", "-finalized", "2", "-chainid", "77")
 	url := regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout())
 	for _, tc := range []struct {
 		key, tag string
@@ -162,6 +162,15 @@ func TestRunWithFlags(t *testing.T) {
 			t.Errorf("%s with key %s = %s, want block %s", tc.tag, tc.key, body, tc.number)
 		}
 	}
+	resp, err := http.Post(url+"alpha", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`"result":"0x4d"`)) {
+		t.Errorf("eth_chainId with -chainid 77 = %s", body)
+	}
 	srv.stop(t)
 }
 
@@ -171,6 +180,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"-chain", dump, "-safe", "7"},
 		{"-chain", dump, "-finalized", "9"},
 		{"-chain", filepath.Join(t.TempDir(), "missing.jsonl")},
+		{"-chainid", "-3"},
 		{"-keys", "a,,b"},
 		{"-nosuchflag"},
 		{"extra-argument"},
