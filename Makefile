@@ -3,7 +3,12 @@
 GO      ?= go
 INTEROP := examples/interop
 
-.PHONY: test check test-root interop bench fuzz demo
+# go-ethereum, for the interop tests, at the version the interop module pins:
+# built once into bin/, reused until the pin changes.
+GETH_VERSION = $(shell cd $(INTEROP) && $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
+GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
+
+.PHONY: test check test-root interop geth bench fuzz demo
 
 ## test: format and vet checks, then every test of both modules with -race
 test: check test-root interop
@@ -19,8 +24,16 @@ test-root:
 	$(GO) test -race -count=1 ./...
 
 ## interop: the tests against go-ethereum, alone
-interop:
-	cd $(INTEROP) && $(GO) test -race -count=1 ./...
+interop: geth
+	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) $(GO) test -race -count=1 -timeout 30m ./...
+
+## geth: build the pinned go-ethereum
+geth:
+	@if [ ! -x "$(GETH)" ]; then \
+	  echo "building geth $(GETH_VERSION)"; \
+	  mkdir -p bin/.build && GOBIN=$(CURDIR)/bin/.build $(GO) install github.com/ethereum/go-ethereum/cmd/geth@$(GETH_VERSION) && \
+	  mv bin/.build/geth $(GETH) && rmdir bin/.build; \
+	fi
 
 ## bench: the benchmarks, with allocation counts
 bench:

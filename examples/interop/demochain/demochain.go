@@ -360,9 +360,10 @@ func (g *generator) addSetCodeTransaction(b *core.BlockGen, sender, authority in
 // go-ethereum computed, and returns it with the pending block.
 func (c *Chain) Store() (*memstore.Store, *backend.Block, error) {
 	store := memstore.New()
+	signer := types.LatestSignerForChainID(c.Config.ChainID)
 	blocks := append([]*types.Block{c.Genesis, c.Side}, c.Blocks...)
 	for _, b := range blocks {
-		block, uncles, err := gethconv.Block(c.Config, b)
+		block, uncles, err := gethconv.Block(signer, b)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -370,7 +371,7 @@ func (c *Chain) Store() (*memstore.Store, *backend.Block, error) {
 			return nil, nil, err
 		}
 	}
-	pending, _, err := gethconv.Block(c.Config, c.Pending)
+	pending, _, err := gethconv.Block(signer, c.Pending)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,14 +13,13 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/params"
 	"github.com/holiman/uint256"
 )
 
-// Block converts a block and its uncle headers. The config is the chain's,
-// to recover each transaction's sender with the signer of its fork.
-func Block(config *params.ChainConfig, b *types.Block) (*backend.Block, []*backend.Uncle, error) {
-	signer := types.MakeSigner(config, b.Number(), b.Time())
+// Block converts a block and its uncle headers, recovering each
+// transaction's sender with signer: types.LatestSignerForChainID of the
+// chain recovers every kind of transaction.
+func Block(signer types.Signer, b *types.Block) (*backend.Block, []*backend.Uncle, error) {
 	out := &backend.Block{
 		Header:       Header(b.Header()),
 		Hash:         backend.Hash(b.Hash()),
