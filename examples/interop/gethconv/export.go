@@ -31,7 +31,9 @@ func ReadGenesis(path string) (*core.Genesis, error) {
 
 // LoadExport loads a chain exported by go-ethereum (`geth export`: blocks as
 // concatenated RLP, with or without the genesis) into a new store, with the
-// genesis and chain id from the genesis specification.
+// genesis and chain id from the genesis specification. An export is one
+// canonical chain: each block must be the child of the one before it, the
+// first of the genesis.
 func LoadExport(genesis *core.Genesis, export io.Reader) (*memstore.Store, error) {
 	signer := types.LatestSignerForChainID(genesis.Config.ChainID)
 	store := memstore.New()
@@ -49,6 +51,7 @@ func LoadExport(genesis *core.Genesis, export io.Reader) (*memstore.Store, error
 	if err := add(first); err != nil {
 		return nil, fmt.Errorf("the genesis: %w", err)
 	}
+	parent := first
 	stream := rlp.NewStream(export, 0)
 	for n := 0; ; n++ {
 		var b types.Block
@@ -65,8 +68,12 @@ func LoadExport(genesis *core.Genesis, export io.Reader) (*memstore.Store, error
 			}
 			continue
 		}
+		if b.ParentHash() != parent.Hash() || b.NumberU64() != parent.NumberU64()+1 {
+			return nil, fmt.Errorf("block %d (%s) is not the child of block %d (%s)", b.NumberU64(), b.Hash(), parent.NumberU64(), parent.Hash())
+		}
 		if err := add(&b); err != nil {
 			return nil, fmt.Errorf("block %d: %w", b.NumberU64(), err)
 		}
+		parent = &b
 	}
 }
