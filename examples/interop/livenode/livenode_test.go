@@ -257,7 +257,9 @@ func (d *driver) wait(hash common.Hash) {
 				d.t.Fatalf("transaction %s failed", hash)
 			}
 			return
-		case !errors.Is(err, ethereum.NotFound):
+		case errors.Is(err, ethereum.NotFound), strings.Contains(err.Error(), "transaction indexing is in progress"):
+			// Not mined yet, or geth, just started, has not indexed it yet.
+		default:
 			d.t.Fatalf("receipt of %s: %v", hash, err)
 		}
 		select {
