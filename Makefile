@@ -8,7 +8,7 @@ INTEROP := examples/interop
 GETH_VERSION = $(shell cd $(INTEROP) && $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
-.PHONY: test check test-root interop geth bench fuzz demo
+.PHONY: test check test-root interop geth js bench fuzz demo
 
 ## test: format and vet checks, then every test of both modules with -race
 test: check test-root interop
@@ -23,8 +23,8 @@ check:
 test-root:
 	$(GO) test -race -count=1 ./...
 
-## interop: the tests against go-ethereum, alone
-interop: geth
+## interop: the tests against go-ethereum and the JavaScript clients, alone
+interop: geth js
 	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) $(GO) test -race -count=1 -timeout 30m ./...
 
 ## geth: build the pinned go-ethereum
@@ -33,6 +33,17 @@ geth:
 	  echo "building geth $(GETH_VERSION)"; \
 	  mkdir -p bin/.build && GOBIN=$(CURDIR)/bin/.build $(GO) install github.com/ethereum/go-ethereum/cmd/geth@$(GETH_VERSION) && \
 	  mv bin/.build/geth $(GETH) && rmdir bin/.build; \
+	fi
+
+## js: install the pinned JavaScript clients (npm ci), when node_modules is
+## missing or older than package-lock.json; without npm their tests skip
+JS := $(INTEROP)/js
+js:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "npm not found: the JavaScript client tests ($(INTEROP)/jsclients) will skip"; \
+	elif [ ! -d $(JS)/node_modules ] || [ $(JS)/package-lock.json -nt $(JS)/node_modules ] || [ $(JS)/package.json -nt $(JS)/node_modules ]; then \
+	  echo "installing the JavaScript clients: npm ci in $(JS)"; \
+	  (cd $(JS) && npm ci --ignore-scripts --no-audit --no-fund) && touch $(JS)/node_modules; \
 	fi
 
 ## bench: the benchmarks, with allocation counts
