@@ -8,7 +8,7 @@ INTEROP := examples/interop
 GETH_VERSION = $(shell cd $(INTEROP) && $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
-.PHONY: test check test-root interop geth js bench fuzz demo
+.PHONY: test check test-root interop geth js bench bench-geth fuzz demo
 
 ## test: format and vet checks, then every test of both modules with -race
 test: check test-root interop
@@ -49,6 +49,10 @@ js:
 ## bench: the benchmarks, with allocation counts
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-geth: blockrpc and the pinned geth answering the same requests
+bench-geth: geth
+	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) $(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./loadcmp
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
