@@ -55,8 +55,8 @@ func (s *Service) BlockNumber(ctx context.Context) (uint64, error) {
 // the pending block, Pending is set and Hash, Number, Nonce and LogsBloom
 // are zero, as the answer has them null.
 func (s *Service) GetBlockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool) (*backend.Block, error) {
-	if number < backend.Earliest {
-		return nil, fmt.Errorf("invalid block number %v", number)
+	if err := checkBlockNumber(number); err != nil {
+		return nil, err
 	}
 	b, err := s.blockByNumber(ctx, number, fullTx)
 	if b == nil || err != nil {
@@ -73,6 +73,15 @@ func (s *Service) GetBlockByHash(ctx context.Context, hash backend.Hash, fullTx 
 		return nil, err
 	}
 	return result(b, fullTx, b.Pending), nil
+}
+
+// checkBlockNumber refuses a negative number that is not a tag, which the
+// wire form cannot give but a Go caller can.
+func checkBlockNumber(number backend.BlockNumber) error {
+	if number < backend.Earliest {
+		return fmt.Errorf("invalid block number %v", number)
+	}
+	return nil
 }
 
 // result is the caller's copy of a block as the wire shows it.

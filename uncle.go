@@ -3,7 +3,6 @@ package blockrpc
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/hexutil"
@@ -40,6 +39,11 @@ func (s *Service) serveUncle(ctx context.Context, params, dst []byte) ([]byte, e
 		return dst, err
 	}
 	u, err := s.uncle(ctx, hash, uint64(index))
+	return appendUncle(dst, u, err)
+}
+
+// appendUncle appends the result of an uncle lookup: the uncle, or null.
+func appendUncle(dst []byte, u *backend.Uncle, err error) ([]byte, error) {
 	if u == nil || err != nil {
 		return append(dst, "null"...), err
 	}
@@ -50,8 +54,8 @@ func (s *Service) serveUncle(ctx context.Context, params, dst []byte) ([]byte, e
 // number selects, or nil when there is no such block or uncle, as
 // GetUncleByBlockHashAndIndex does.
 func (s *Service) GetUncleByBlockNumberAndIndex(ctx context.Context, number backend.BlockNumber, index uint64) (*backend.Uncle, error) {
-	if number < backend.Earliest {
-		return nil, fmt.Errorf("invalid block number %v", number)
+	if err := checkBlockNumber(number); err != nil {
+		return nil, err
 	}
 	u, err := s.uncleByNumber(ctx, number, index)
 	if u == nil || err != nil {
@@ -77,8 +81,8 @@ func (s *Service) GetUncleCountByBlockHash(ctx context.Context, hash backend.Has
 // GetUncleCountByBlockNumber returns the number of uncles of the block that
 // number selects, and false when there is no such block.
 func (s *Service) GetUncleCountByBlockNumber(ctx context.Context, number backend.BlockNumber) (uint64, bool, error) {
-	if number < backend.Earliest {
-		return 0, false, fmt.Errorf("invalid block number %v", number)
+	if err := checkBlockNumber(number); err != nil {
+		return 0, false, err
 	}
 	return uncleCount(s.blockByNumber(ctx, number, false))
 }
@@ -98,10 +102,7 @@ func (s *Service) serveUncleByNumber(ctx context.Context, params, dst []byte) ([
 		return dst, err
 	}
 	u, err := s.uncleByNumber(ctx, number, uint64(index))
-	if u == nil || err != nil {
-		return append(dst, "null"...), err
-	}
-	return u.AppendJSON(dst), nil
+	return appendUncle(dst, u, err)
 }
 
 // serveUncleCountByHash answers eth_getUncleCountByBlockHash(hash).
