@@ -368,6 +368,20 @@ func (b *lockedBuffer) String() string {
 
 // ---- HTTP ---------------------------------------------------------------------
 
+// checkLatestOr checks the answer to a request for the test chain's latest
+// block: refused with wantStatus, or, when that is 200, block 3.
+func checkLatestOr(t testing.TB, status int, out []byte, wantStatus int) {
+	t.Helper()
+	if wantStatus != http.StatusOK {
+		checkRefusal(t, status, out, wantStatus)
+		return
+	}
+	if status != http.StatusOK {
+		t.Fatalf("status %d, want 200; body %s", status, out)
+	}
+	checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+}
+
 func TestHTTPMethodNotAllowed(t *testing.T) {
 	srv := newServer(t, newTestChain(t).store)
 	body := rpcRequest("eth_getBlockByNumber", `["latest",false]`)
@@ -406,14 +420,7 @@ func TestHTTPContentType(t *testing.T) {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
 			resp, out := send(t, req)
-			if tc.want != http.StatusOK {
-				checkRefusal(t, resp.StatusCode, out, tc.want)
-				return
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d, want 200; body %s", resp.StatusCode, out)
-			}
-			checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+			checkLatestOr(t, resp.StatusCode, out, tc.want)
 		})
 	}
 }
@@ -442,14 +449,7 @@ func TestHTTPPaths(t *testing.T) {
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			status, out := postTo(t, srv.URL+tc.path, "application/json", body)
-			if tc.want != http.StatusOK {
-				checkRefusal(t, status, out, tc.want)
-				return
-			}
-			if status != http.StatusOK {
-				t.Fatalf("status %d, want 200; body %s", status, out)
-			}
-			checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+			checkLatestOr(t, status, out, tc.want)
 		})
 	}
 }
@@ -466,24 +466,17 @@ func TestHTTPKeys(t *testing.T) {
 		t.Helper()
 		return postTo(t, srv.URL+"/v3/"+key, "application/json", body)
 	}
-	wantOK := func(t *testing.T, status int, out []byte) {
-		t.Helper()
-		if status != http.StatusOK {
-			t.Fatalf("status %d, want 200; body %s", status, out)
-		}
-		checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
-	}
 
 	t.Run("revoked key", func(t *testing.T) {
 		keys := blockrpc.NewKeySet("alice", "bob")
 		srv := serve(t, blockrpc.WithKeys(keys))
 		status, out := postKey(t, srv, "alice")
-		wantOK(t, status, out)
+		checkLatestOr(t, status, out, http.StatusOK)
 		keys.Revoke("alice")
 		status, out = postKey(t, srv, "alice")
 		checkRefusal(t, status, out, http.StatusUnauthorized)
 		status, out = postKey(t, srv, "bob")
-		wantOK(t, status, out)
+		checkLatestOr(t, status, out, http.StatusOK)
 	})
 	t.Run("added key", func(t *testing.T) {
 		keys := blockrpc.NewKeySet()
@@ -492,7 +485,7 @@ func TestHTTPKeys(t *testing.T) {
 		checkRefusal(t, status, out, http.StatusUnauthorized)
 		keys.Add("carol")
 		status, out = postKey(t, srv, "carol")
-		wantOK(t, status, out)
+		checkLatestOr(t, status, out, http.StatusOK)
 	})
 	t.Run("no configuration refuses everything", func(t *testing.T) {
 		srv := serve(t)
@@ -505,7 +498,7 @@ func TestHTTPKeys(t *testing.T) {
 		srv := serve(t, blockrpc.WithKeys(blockrpc.AnyKey))
 		for _, key := range []string{testKey, "anything", "0"} {
 			status, out := postKey(t, srv, key)
-			wantOK(t, status, out)
+			checkLatestOr(t, status, out, http.StatusOK)
 		}
 		status, out := postKey(t, srv, "")
 		checkRefusal(t, status, out, http.StatusUnauthorized)
@@ -520,7 +513,7 @@ func TestHTTPKeys(t *testing.T) {
 			return key == "good", nil
 		})))
 		status, out := postKey(t, srv, "good")
-		wantOK(t, status, out)
+		checkLatestOr(t, status, out, http.StatusOK)
 		status, out = postKey(t, srv, "bad")
 		checkRefusal(t, status, out, http.StatusUnauthorized)
 		mu.Lock()
@@ -578,14 +571,7 @@ func TestHTTPBodyLimit(t *testing.T) {
 				t.Fatalf("the request has a known length %d", req.ContentLength)
 			}
 			resp, out := send(t, req)
-			if tc.want != http.StatusOK {
-				checkRefusal(t, resp.StatusCode, out, tc.want)
-				return
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d, want 200; body %s", resp.StatusCode, out)
-			}
-			checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+			checkLatestOr(t, resp.StatusCode, out, tc.want)
 		})
 	}
 }
@@ -644,14 +630,7 @@ func TestHTTPMounting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, out := postTo(t, tc.url, "application/json", body)
-			if tc.want != http.StatusOK {
-				checkRefusal(t, status, out, tc.want)
-				return
-			}
-			if status != http.StatusOK {
-				t.Fatalf("status %d, want 200; body %s", status, out)
-			}
-			checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+			checkLatestOr(t, status, out, tc.want)
 		})
 	}
 }
