@@ -16,6 +16,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/examples/interop/demochain"
 	"github.com/blockrpc/blockrpc/examples/interop/gethconv"
+	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -67,10 +68,7 @@ func demoChain(t *testing.T) *chain {
 // with 18 uncles.
 func specChain(t *testing.T) *chain {
 	t.Helper()
-	dir := filepath.Join("..", "..", "..", "..", "shared", "fixtures", "execution-apis")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("conformance fixtures not found: ../shared/fixtures is missing")
-	}
+	dir := fixtures.Path(t, "execution-apis")
 	genesis, err := gethconv.ReadGenesis(filepath.Join(dir, "genesis.json"))
 	if err != nil {
 		t.Fatal(err)

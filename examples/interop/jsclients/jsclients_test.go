@@ -34,6 +34,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/examples/interop/demochain"
 	"github.com/blockrpc/blockrpc/examples/interop/gethconv"
+	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rlp"
 )
@@ -43,8 +44,6 @@ const (
 	apiKey = "jsclients-interop-key"
 	// jsDir holds package.json, package-lock.json and the node tests.
 	jsDir = "../js"
-	// fixtureDir is ../shared/fixtures/execution-apis beside the checkout.
-	fixtureDir = "../../../../shared/fixtures/execution-apis"
 
 	// The demo server's tags, given with -safe and -finalized.
 	demoSafe      = demochain.Head - 10
@@ -113,10 +112,7 @@ func TestClients(t *testing.T) {
 	})
 	t.Run("execution-apis", func(t *testing.T) {
 		t.Parallel()
-		if _, err := os.Stat(fixtureDir); err != nil {
-			t.Skipf("the fixture chain is missing: %v (the shared fixtures belong in ../shared/fixtures beside the checkout)", err)
-		}
-		want, dump := fixtureChain(t)
+		want, dump := fixtureChain(t, fixtures.Path(t, "execution-apis"))
 		// safe and finalized default to the head for a dump, as the
 		// fixture's headfcu.json has them.
 		s := startServer(t, server, "-chain", dump)
@@ -164,7 +160,7 @@ func demoExpectations(t *testing.T) *expectations {
 
 // fixtureChain decodes the execution-apis chain with go-ethereum for the
 // expectations, and writes it as a dump for the server.
-func fixtureChain(t *testing.T) (*expectations, string) {
+func fixtureChain(t *testing.T, fixtureDir string) (*expectations, string) {
 	t.Helper()
 	genesis, err := gethconv.ReadGenesis(filepath.Join(fixtureDir, "genesis.json"))
 	if err != nil {

@@ -100,21 +100,11 @@ func writeChain(b *testing.B, dir string) (genesisPath, exportPath string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	config := *params.AllDevChainProtocolChanges
-	config.ChainID = big.NewInt(1338)
-	genesis := &core.Genesis{
-		Config:     &config,
-		GasLimit:   60_000_000,
-		Difficulty: big.NewInt(0),
-		BaseFee:    big.NewInt(params.InitialBaseFee),
-		Alloc: types.GenesisAlloc{
-			crypto.PubkeyToAddress(key.PublicKey): {Balance: new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(params.Ether))},
-			params.BeaconRootsAddress:             {Nonce: 1, Code: params.BeaconRootsCode, Balance: common.Big0},
-			params.HistoryStorageAddress:          {Nonce: 1, Code: params.HistoryStorageCode, Balance: common.Big0},
-			params.WithdrawalQueueAddress:         {Nonce: 1, Code: params.WithdrawalQueueCode, Balance: common.Big0},
-			params.ConsolidationQueueAddress:      {Nonce: 1, Code: params.ConsolidationQueueCode, Balance: common.Big0},
-		},
-	}
+	// go-ethereum's own development genesis: every fork, the system
+	// contracts, the key funded.
+	faucet := crypto.PubkeyToAddress(key.PublicKey)
+	genesis := core.DeveloperGenesisBlock(60_000_000, &faucet)
+	config := genesis.Config
 	_, blocks, _ := core.GenerateChainWithGenesis(genesis, beacon.New(ethash.NewFaker()), 2, func(i int, g *core.BlockGen) {
 		g.SetParentBeaconRoot(common.Hash{byte(i + 1)})
 		count := bigBlockTxs
@@ -122,7 +112,7 @@ func writeChain(b *testing.B, dir string) (genesisPath, exportPath string) {
 			count = 3
 		}
 		for range count {
-			g.AddTx(bigTx(b, key, &config, g.TxNonce(crypto.PubkeyToAddress(key.PublicKey))))
+			g.AddTx(bigTx(b, key, config, g.TxNonce(faucet)))
 		}
 	})
 

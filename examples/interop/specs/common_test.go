@@ -18,8 +18,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -28,23 +26,16 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/examples/interop/gethnode"
+	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/ethereum/go-ethereum/common"
 )
-
-// fixturesDir is ../shared/fixtures of the repository root, seen from this
-// package's directory.
-var fixturesDir = filepath.Join("..", "..", "..", "..", "shared", "fixtures")
 
 // fixture returns the path of a fixture folder, or skips the test when the
 // shared fixtures are not there.
 func fixture(t testing.TB, sub string) string {
 	t.Helper()
-	dir := filepath.Join(fixturesDir, sub)
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("conformance fixtures not found: %s is missing (the shared fixtures belong in ../shared/fixtures beside the checkout): %v", dir, err)
-	}
-	return dir
+	return fixtures.Path(t, sub)
 }
 
 // ---- JSON-RPC on both sides -----------------------------------------------

@@ -10,23 +10,15 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/examples/interop/gethnode"
+	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 )
-
-func fixtures(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join("..", "..", "..", "..", "..", "shared", "fixtures", "execution-apis")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("conformance fixtures not found: ../shared/fixtures is missing")
-	}
-	return dir
-}
 
 // TestConvertsAGethExport has go-ethereum import the execution-apis chain
 // and export it, converts the export, and checks that the dump serves the
 // same chain: every block, with its uncles and total difficulty.
 func TestConvertsAGethExport(t *testing.T) {
-	dir := fixtures(t)
+	dir := fixtures.Path(t, "execution-apis")
 	genesis, chain := filepath.Join(dir, "genesis.json"), filepath.Join(dir, "chain.rlp")
 	datadir, export := t.TempDir(), filepath.Join(t.TempDir(), "export.rlp")
 	gethnode.Exec(t, "init", "--datadir", datadir, genesis)
@@ -72,7 +64,7 @@ func TestConvertsAGethExport(t *testing.T) {
 // TestRefusesAnotherChainsGenesis checks that an export is not paired with
 // the genesis of another chain.
 func TestRefusesAnotherChainsGenesis(t *testing.T) {
-	dir := fixtures(t)
+	dir := fixtures.Path(t, "execution-apis")
 	data, err := os.ReadFile(filepath.Join(dir, "genesis.json"))
 	if err != nil {
 		t.Fatal(err)
