@@ -149,12 +149,12 @@ func (s *Service) serveBlockByNumber(ctx context.Context, params, dst []byte) ([
 
 // serveBlockByHash answers eth_getBlockByHash(hash, fullTx).
 func (s *Service) serveBlockByHash(ctx context.Context, params, dst []byte) ([]byte, error) {
-	var hash backend.Hash
+	var hash hashArg
 	var fullTx jsonBool
 	if err := readParams(params, hash.UnmarshalJSON, fullTx.UnmarshalJSON); err != nil {
 		return dst, err
 	}
-	b, err := s.blockByHash(ctx, hash, bool(fullTx))
+	b, err := s.blockByHash(ctx, backend.Hash(hash), bool(fullTx))
 	return appendBlock(dst, b, err, bool(fullTx))
 }
 

@@ -36,6 +36,7 @@ import (
 	"sync"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
 )
 
 // Service answers block queries from a Backend. It is safe for concurrent
@@ -77,16 +78,16 @@ type config struct {
 func WithKeys(v KeyValidator) Option { return func(c *config) { c.keys = v } }
 
 // WithBatchLimit sets the most calls a batch may hold (default 1,000); a
-// larger batch is refused whole. 0 removes the limit.
+// larger batch is refused whole. 0 or less removes the limit.
 func WithBatchLimit(n int) Option { return func(c *config) { c.batchLimit = n } }
 
-// WithResponseLimit sets the most bytes of answers a batch may produce
-// (default 25 MB); calls past it are answered with an error. 0 removes the
-// limit.
+// WithResponseLimit sets the most bytes of results a batch may produce
+// (default 25 MB), counted as go-ethereum counts them; calls past it are
+// answered with an error. 0 or less removes the limit.
 func WithResponseLimit(n int) Option { return func(c *config) { c.responseLimit = n } }
 
 // WithBodyLimit sets the largest request body accepted (default 5 MiB);
-// a larger one is refused with 413. 0 removes the limit.
+// a larger one is refused with 413. 0 or less removes the limit.
 func WithBodyLimit(n int64) Option { return func(c *config) { c.bodyLimit = n } }
 
 // WithGzip compresses answers of 1 KiB and more for clients that accept
@@ -124,9 +125,10 @@ var AnyKey KeyValidator = KeyFunc(func(_ context.Context, key string) (bool, err
 	return key != "", nil
 })
 
-// KeySet is a set of accepted keys that can change while it is in use. Its
-// keys are held and compared as SHA-256 digests, so that the time a check
-// takes says nothing about how much of a wrong key was right.
+// KeySet is a set of accepted keys that can change while it is in use; its
+// zero value accepts nothing until keys are added. Keys are held and looked
+// up as SHA-256 digests, so that the time a check takes says nothing about
+// how much of a wrong key was right.
 type KeySet struct {
 	mu   sync.RWMutex
 	keys map[[sha256.Size]byte]struct{}
@@ -147,6 +149,9 @@ func (s *KeySet) Add(key string) {
 		return
 	}
 	s.mu.Lock()
+	if s.keys == nil {
+		s.keys = make(map[[sha256.Size]byte]struct{})
+	}
 	s.keys[sha256.Sum256([]byte(key))] = struct{}{}
 	s.mu.Unlock()
 }
@@ -210,24 +215,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		h.refuse(w, http.StatusMethodNotAllowed, "method not allowed")
+		h.refuse(w, http.StatusMethodNotAllowed, codeInvalidRequest, "method not allowed")
 		return
 	}
 	key, ok := apiKey(r.URL.Path)
 	if !ok {
-		h.refuse(w, http.StatusNotFound, "not found: the path must end in /v3/<API_KEY>")
+		h.refuse(w, http.StatusNotFound, codeInvalidRequest, "not found: the path must end in /v3/<API_KEY>")
 		return
 	}
-	if status, msg := h.checkKey(r.Context(), key); status != 0 {
-		h.refuse(w, status, msg)
-		return
-	}
+	// The checks that cost nothing come before the key's, which may ask
+	// a database.
 	if !isJSON(r.Header.Get("Content-Type")) {
-		h.refuse(w, http.StatusUnsupportedMediaType, "invalid content type, only application/json is supported")
+		h.refuse(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "invalid content type, only application/json is supported")
 		return
 	}
 	if h.cfg.bodyLimit > 0 && r.ContentLength > h.cfg.bodyLimit {
-		h.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("content length too large (%d>%d)", r.ContentLength, h.cfg.bodyLimit))
+		h.refuse(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("content length too large (%d>%d)", r.ContentLength, h.cfg.bodyLimit))
+		return
+	}
+	if status, code, msg := h.checkKey(r.Context(), key); status != 0 {
+		h.refuse(w, status, code, msg)
 		return
 	}
 
@@ -236,11 +243,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	*body, err = readBody(r.Body, (*body)[:0], r.ContentLength, h.cfg.bodyLimit)
 	if err == errBodyTooLarge {
-		h.refuse(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
+		h.refuse(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
 		return
 	}
 	if err != nil {
-		h.refuse(w, http.StatusBadRequest, "read error")
+		h.refuse(w, http.StatusBadRequest, codeInvalidRequest, "read error")
 		return
 	}
 
@@ -275,31 +282,41 @@ func isJSON(contentType string) bool {
 	return err == nil && mt == "application/json"
 }
 
-// checkKey returns 0 for an accepted key, and the status and message to
-// refuse the request with otherwise.
-func (h *Handler) checkKey(ctx context.Context, key string) (int, string) {
-	if key == "" {
-		return http.StatusUnauthorized, "missing API key: the path must end in /v3/<API_KEY>"
+// checkKey returns 0 for an accepted key, and otherwise the HTTP status,
+// code and message to refuse the request with. A validator that fails or
+// panics is a server error, not the client's.
+func (h *Handler) checkKey(ctx context.Context, key string) (status, code int, msg string) {
+	switch {
+	case key == "":
+		return http.StatusUnauthorized, codeInvalidRequest, "missing API key: the path must end in /v3/<API_KEY>"
+	case h.cfg.keys == nil:
+		return http.StatusUnauthorized, codeInvalidRequest, "invalid API key"
 	}
-	if h.cfg.keys == nil {
-		return http.StatusUnauthorized, "invalid API key"
-	}
-	ok, err := h.cfg.keys.ValidKey(ctx, key)
-	if err != nil {
+	ok, err := h.validKey(ctx, key)
+	switch {
+	case err != nil:
 		h.log(slog.LevelError, "blockrpc: key validation failed", "err", err)
-		return http.StatusServiceUnavailable, "key validation unavailable"
-	}
-	if !ok {
+		return http.StatusServiceUnavailable, codeServerError, "key validation unavailable"
+	case !ok:
 		h.log(slog.LevelDebug, "blockrpc: refused an invalid API key")
-		return http.StatusUnauthorized, "invalid API key"
+		return http.StatusUnauthorized, codeInvalidRequest, "invalid API key"
 	}
-	return 0, ""
+	return 0, 0, ""
+}
+
+func (h *Handler) validKey(ctx context.Context, key string) (ok bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, fmt.Errorf("key validator panicked: %v", p)
+		}
+	}()
+	return h.cfg.keys.ValidKey(ctx, key)
 }
 
 // refuse answers a request that does not reach JSON-RPC with an HTTP status
 // and a JSON-RPC error body, so that JSON clients can read why.
-func (h *Handler) refuse(w http.ResponseWriter, status int, msg string) {
-	body := appendError(nil, nil, codeInvalidRequest, msg)
+func (h *Handler) refuse(w http.ResponseWriter, status, code int, msg string) {
+	body := appendError(nil, nil, code, msg)
 	w.Header()["Content-Type"] = jsonContentType
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
@@ -332,17 +349,25 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, out []byte) {
 }
 
 // acceptsGzip reports whether the client accepts gzip: named with a
-// weight above zero ("gzip", "gzip;q=0.5"), not refused with q=0.
+// weight above zero ("gzip", "gzip;q=0.5"), or covered by "*", and not
+// refused with q=0.
 func acceptsGzip(r *http.Request) bool {
+	gzip, star := -1.0, -1.0 // the weights given; -1: not named
 	for _, v := range r.Header.Values("Accept-Encoding") {
 		for part := range strings.SplitSeq(v, ",") {
 			coding, params, _ := strings.Cut(part, ";")
-			if strings.EqualFold(strings.TrimSpace(coding), "gzip") && weight(params) > 0 {
-				return true
+			switch strings.ToLower(strings.TrimSpace(coding)) {
+			case "gzip":
+				gzip = weight(params)
+			case "*":
+				star = weight(params)
 			}
 		}
 	}
-	return false
+	if gzip >= 0 {
+		return gzip > 0
+	}
+	return star > 0 // "*" stands for any coding not named
 }
 
 // weight returns the q parameter of an Accept-Encoding entry: 1 when it is
@@ -409,7 +434,9 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 
 var errBodyTooLarge = errors.New("request body too large")
 
-const maxPresize = 1 << 20
+// maxPresize bounds what a declared Content-Length reserves before the body
+// arrives: enough for any ordinary request, little for a client that stalls.
+const maxPresize = 64 << 10
 
 // readBody reads r into buf, failing once more than limit bytes arrive.
 // The declared length sizes the buffer only up to maxPresize: the client
@@ -503,6 +530,27 @@ func invalidArgument(i int, err error) error {
 // result to dst.
 type method func(s *Service, ctx context.Context, params, dst []byte) ([]byte, error)
 
+// unsubscribe answers *_unsubscribe(id) as go-ethereum does over HTTP,
+// where no subscription can exist.
+func unsubscribe(_ *Service, _ context.Context, params, dst []byte) ([]byte, error) {
+	var id subscriptionID
+	if err := readParams(params, id.UnmarshalJSON); err != nil {
+		return dst, err
+	}
+	return dst, &rpcError{codeServerError, "subscription not found"}
+}
+
+// subscriptionID is the argument of *_unsubscribe: a string, named in
+// errors as go-ethereum names it.
+type subscriptionID struct{}
+
+func (subscriptionID) UnmarshalJSON(raw []byte) error {
+	if raw[0] == '"' {
+		return nil
+	}
+	return errors.New("json: cannot unmarshal " + jsonKind(raw) + " into Go value of type rpc.ID")
+}
+
 var methods = map[string]method{
 	"eth_getBlockByNumber":              (*Service).serveBlockByNumber,
 	"eth_getUncleByBlockHashAndIndex":   (*Service).serveUncle,
@@ -514,10 +562,11 @@ var methods = map[string]method{
 	"eth_chainId":                       (*Service).serveChainID,
 }
 
-// request is one JSON-RPC request object, as raw JSON values sliced from
+// request is one JSON-RPC message object, as raw JSON values sliced from
 // the body.
 type request struct {
 	version, method, id, params []byte
+	result, errorMember         []byte // present only in a response
 }
 
 func (q *request) validVersion() bool {
@@ -530,62 +579,76 @@ func (q *request) validID() bool {
 	return q.id != nil && q.id[0] != '{' && q.id[0] != '['
 }
 
-// serveJSONRPC answers a request body, single or batch, into out. The
-// answer is empty when there is nothing to answer (notifications).
+// serveJSONRPC answers a request body, single or batch, into out. Like
+// go-ethereum it reads the first JSON value of the body and ignores what
+// follows. The answer is empty when there is nothing to answer
+// (notifications, responses).
 func (h *Handler) serveJSONRPC(ctx context.Context, body, out []byte) []byte {
-	if !json.Valid(body) {
+	start := skipSpace(body, 0)
+	if start == len(body) {
 		return appendError(out, nil, codeParseError, "parse error")
 	}
-	start := skipSpace(body, 0)
-	if body[start] != '[' {
-		return h.answer(ctx, body[start:], out)
+	// valueEnd only scans, so the span it finds is checked before use.
+	end := valueEnd(body, start)
+	if !json.Valid(body[start:end]) {
+		return appendError(out, nil, codeParseError, "parse error")
 	}
+	if body[start] != '[' {
+		return h.answer(ctx, body[start:end], out)
+	}
+	return h.batch(ctx, body[start:end], out)
+}
 
-	var elements [][2]int // spans of the batch's elements
-	for i := skipSpace(body, start+1); body[i] != ']'; {
-		end := valueEnd(body, i)
-		elements = append(elements, [2]int{i, end})
-		if i = skipSpace(body, end); body[i] == ',' {
-			i = skipSpace(body, i+1)
+// batch answers a batch: the answers in the order of the calls, without
+// those of notifications and responses.
+func (h *Handler) batch(ctx context.Context, batch, out []byte) []byte {
+	// Spans of the elements, no more of them than the limit allows: a
+	// batch too large is refused before anything is kept of it.
+	limit := h.cfg.batchLimit
+	var elements [][2]int
+	count := 0
+	for i := skipSpace(batch, 1); batch[i] != ']'; count++ {
+		end := valueEnd(batch, i)
+		if limit <= 0 || count < limit {
+			elements = append(elements, [2]int{i, end})
+		}
+		if i = skipSpace(batch, end); batch[i] == ',' {
+			i = skipSpace(batch, i+1)
 		}
 	}
 	switch {
-	case len(elements) == 0:
+	case count == 0:
 		return appendError(out, nil, codeInvalidRequest, "empty batch")
-	case h.cfg.batchLimit > 0 && len(elements) > h.cfg.batchLimit:
-		// The protocol cannot fail a batch as a whole: like go-ethereum,
-		// answer with one error bearing the first call's id.
-		var id []byte
-		for _, e := range elements {
-			if q, _, kind := classify(body[e[0]:e[1]]); kind == call {
-				id = q.id
-				break
-			}
-		}
-		out = append(out, '[')
-		return append(appendError(out, id, codeInvalidRequest, "batch too large"), ']')
+	case limit > 0 && count > limit:
+		return h.refuseBatch(batch, out)
 	}
 
 	mark := len(out)
 	out = append(out, '[')
 	answered, size := 0, 0
 	for _, e := range elements {
+		element := batch[e[0]:e[1]]
 		before := len(out)
 		if answered > 0 {
 			out = append(out, ',')
 		}
 		start := len(out)
-		if h.cfg.responseLimit > 0 && size > h.cfg.responseLimit {
-			// Past the limit, every call still gets an answer: an error.
-			out = h.refuseCall(body[e[0]:e[1]], out, codeResponseTooLarge, "response too large")
-		} else {
-			out = h.answer(ctx, body[e[0]:e[1]], out)
+		switch {
+		case ctx.Err() != nil:
+			// A batch ends with its deadline: the calls left are
+			// answered, not run.
+			code, message := h.errorCode(ctx.Err(), nil)
+			out = h.refuseCall(element, out, code, message)
+		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
+			out = h.refuseCall(element, out, codeResponseTooLarge, "response too large")
+		default:
+			out = h.answer(ctx, element, out)
+			size += payloadSize(out[start:])
 		}
 		if len(out) == start {
-			out = out[:before] // a notification: no answer, no comma
+			out = out[:before] // nothing to answer: no comma either
 			continue
 		}
-		size += len(out) - start
 		answered++
 	}
 	if answered == 0 {
@@ -594,12 +657,47 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body, out []byte) []byte {
 	return append(out, ']')
 }
 
-// A request object is a call, a notification (no id: never answered) or
+// refuseBatch answers a batch with more calls than the limit: the protocol
+// cannot fail a batch as a whole, so, like go-ethereum, with one error
+// bearing the first call's id.
+func (h *Handler) refuseBatch(batch, out []byte) []byte {
+	var id []byte
+	for i := skipSpace(batch, 1); batch[i] != ']'; {
+		end := valueEnd(batch, i)
+		if q, _, kind := classify(batch[i:end]); kind == call {
+			id = q.id
+			break
+		}
+		if i = skipSpace(batch, end); batch[i] == ',' {
+			i = skipSpace(batch, i+1)
+		}
+	}
+	out = append(out, '[')
+	return append(appendError(out, id, codeInvalidRequest, "batch too large"), ']')
+}
+
+// payloadSize is what go-ethereum counts of an answer against the response
+// limit: the bytes of its result or error member.
+func payloadSize(answer []byte) int {
+	if len(answer) == 0 {
+		return 0
+	}
+	afterID := valueEnd(answer, len(`{"jsonrpc":"2.0","id":`))
+	member := len(`,"error":`)
+	if bytes.HasPrefix(answer[afterID:], []byte(`,"result":`)) {
+		member = len(`,"result":`)
+	}
+	return len(answer) - afterID - member - len("}")
+}
+
+// A message object is a call, a notification (no id: never answered), a
+// response (what a server would send: go-ethereum drops it unanswered) or
 // invalid, by go-ethereum's rules.
 const (
 	invalid = iota
 	call
 	notification
+	response
 )
 
 // classify also returns the method name; it is a slice of the body unless
@@ -608,6 +706,8 @@ func classify(raw []byte) (request, []byte, int) {
 	q, ok := parseRequest(raw)
 	name := stringText(q.method)
 	switch {
+	case ok && q.validVersion() && q.validID() && len(q.method) == 0 && q.params == nil && (q.result != nil || q.errorMember != nil):
+		return q, name, response
 	case !ok || !q.validVersion() || len(name) == 0:
 		return q, name, invalid
 	case q.id == nil:
@@ -619,21 +719,19 @@ func classify(raw []byte) (request, []byte, int) {
 	return q, name, call
 }
 
-// refuseCall answers a request with an error without running it, and a
-// notification with nothing.
+// refuseCall answers a message with an error without running it, and a
+// notification or response with nothing. Invalid messages get the error
+// too, as go-ethereum gives them.
 func (h *Handler) refuseCall(raw, out []byte, code int, message string) []byte {
 	q, _, kind := classify(raw)
-	switch kind {
-	case notification:
+	if kind == notification || kind == response {
 		return out
-	case invalid:
-		return appendError(out, validID(q), codeInvalidRequest, "invalid request")
 	}
-	return appendError(out, q.id, code, message)
+	return appendError(out, echoedID(q), code, message)
 }
 
-// validID is the id to answer a request with: its own if valid, else null.
-func validID(q request) []byte {
+// echoedID is the id to answer a message with: its own if valid, else null.
+func echoedID(q request) []byte {
 	if q.validID() {
 		return q.id
 	}
@@ -646,15 +744,23 @@ func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
 	q, name, kind := classify(raw)
 	switch {
 	case kind == invalid:
-		return appendError(out, validID(q), codeInvalidRequest, "invalid request")
-	case kind == notification:
+		return appendError(out, echoedID(q), codeInvalidRequest, "invalid request")
+	case kind == notification || kind == response:
 		return out // nothing is answered, so nothing is run
 	case len(name) > maxMethodName:
 		return appendError(out, q.id, codeInvalidRequest, fmt.Sprintf("method name too long: %d > %d", len(name), maxMethodName))
+	case bytes.HasSuffix(name, []byte("_subscribe")):
+		// Subscriptions need a connection that stays open; over HTTP
+		// go-ethereum answers so.
+		return appendError(out, q.id, codeMethodNotFound, "notifications not supported")
+	case bytes.HasSuffix(name, []byte("_unsubscribe")):
+		return h.call(ctx, unsubscribe, &q, out)
 	}
 	m, found := methods[string(name)]
 	if !found {
-		return appendError(out, q.id, codeMethodNotFound, "the method "+string(name)+" does not exist/is not available")
+		// As encoding/json does for go-ethereum, invalid UTF-8 in the name
+		// is echoed as U+FFFD.
+		return appendError(out, q.id, codeMethodNotFound, "the method "+strings.ToValidUTF8(string(name), "\uFFFD")+" does not exist/is not available")
 	}
 	return h.call(ctx, m, &q, out)
 }
@@ -671,7 +777,7 @@ func (h *Handler) call(ctx context.Context, m method, q *request, out []byte) (a
 		}
 	}()
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, q.id...)
+	out = appendID(out, q.id)
 	out = append(out, `,"result":`...)
 	out, err := m(h.service, ctx, q.params, out)
 	if err != nil {
@@ -701,13 +807,24 @@ func (h *Handler) errorCode(err error, q *request) (int, string) {
 	}
 }
 
+// appendID echoes an id as go-ethereum's encoder writes it: as given, but
+// with <, >, & and the line and paragraph separators escaped.
+func appendID(dst, id []byte) []byte {
+	if bytes.ContainsAny(id, "<>&\u2028\u2029") {
+		var escaped bytes.Buffer
+		json.HTMLEscape(&escaped, id)
+		return append(dst, escaped.Bytes()...)
+	}
+	return append(dst, id...)
+}
+
 // appendError appends an error answer; a nil id is null.
 func appendError(dst, id []byte, code int, message string) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
 	if id == nil {
 		id = []byte("null")
 	}
-	dst = append(dst, id...)
+	dst = appendID(dst, id)
 	dst = append(dst, `,"error":{"code":`...)
 	dst = strconv.AppendInt(dst, int64(code), 10)
 	dst = append(dst, `,"message":`...)
@@ -724,8 +841,8 @@ func appendError(dst, id []byte, code int, message string) []byte {
 // case-insensitive, the last occurrence winning), which is how go-ethereum
 // reads its requests.
 
-// parseRequest slices the members of a request object. It reports false for
-// a JSON value that is not an object.
+// parseRequest slices the members of a message object. It reports false
+// for a JSON value that is not an object.
 func parseRequest(raw []byte) (request, bool) {
 	var q request
 	if len(raw) == 0 || raw[0] != '{' {
@@ -741,14 +858,18 @@ func parseRequest(raw []byte) (request, bool) {
 		end := valueEnd(raw, i)
 		value := raw[i:end]
 		switch {
-		case asciiEqualFold(key, "jsonrpc"):
+		case equalFold(key, "jsonrpc"):
 			q.version = value
-		case asciiEqualFold(key, "method"):
+		case equalFold(key, "method"):
 			q.method = value
-		case asciiEqualFold(key, "id"):
+		case equalFold(key, "id"):
 			q.id = value
-		case asciiEqualFold(key, "params"):
+		case equalFold(key, "params"):
 			q.params = value
+		case equalFold(key, "result"):
+			q.result = value
+		case equalFold(key, "error"):
+			q.errorMember = value
 		}
 		if i = skipSpace(raw, end); raw[i] == ',' {
 			i = skipSpace(raw, i+1)
@@ -757,20 +878,10 @@ func parseRequest(raw []byte) (request, bool) {
 	return q, true
 }
 
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+// equalFold matches a member name as encoding/json does: exactly, or with
+// Unicode case folding (so "ID" and "jſonrpc", with a long s, match too).
+func equalFold(b []byte, name string) bool {
+	return string(b) == name || strings.EqualFold(string(b), name)
 }
 
 // decodeString returns the text of a JSON string value, or "" for any other
@@ -925,16 +1036,43 @@ func (b *jsonBool) UnmarshalJSON(raw []byte) error {
 		*b = false
 		return nil
 	}
-	kind := "number"
+	return errors.New("json: cannot unmarshal " + jsonKind(raw) + " into Go value of type bool")
+}
+
+// hashArg is a hash argument. Its errors name go-ethereum's type, as
+// go-ethereum's own messages do ("hex string has length 62, want 64 for
+// common.Hash"): clients and their users know those words.
+type hashArg backend.Hash
+
+// UnmarshalJSON reads a JSON string of exactly 32 bytes of hex.
+func (h *hashArg) UnmarshalJSON(raw []byte) error {
+	if len(raw) < 2 || raw[0] != '"' {
+		return errors.New("json: cannot unmarshal non-string into Go value of type common.Hash")
+	}
+	err := hexutil.DecodeFixed(raw[1:len(raw)-1], h[:])
+	var short *hexutil.LengthError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &short):
+		return errors.New(short.Error() + " for common.Hash")
+	}
+	return errors.New("json: cannot unmarshal " + err.Error() + " into Go value of type common.Hash")
+}
+
+// jsonKind names the kind of a JSON value as encoding/json's errors do.
+func jsonKind(raw []byte) string {
 	switch raw[0] {
 	case '"':
-		kind = "string"
+		return "string"
 	case '{':
-		kind = "object"
+		return "object"
 	case '[':
-		kind = "array"
+		return "array"
 	case 'n':
-		kind = "null"
+		return "null"
+	case 't', 'f':
+		return "bool"
 	}
-	return errors.New("json: cannot unmarshal " + kind + " into Go value of type bool")
+	return "number"
 }

@@ -120,7 +120,7 @@ func TestGetUncleCount(t *testing.T) {
 	}
 	runParamCases(t, srv, "eth_getUncleCountByBlockHash", []paramCase{
 		{"", "missing value for required argument 0"},
-		{`["0x` + repeatHex("ab", 31) + `"]`, "invalid argument 0: hex string has length 62, want 64 for backend.Hash"},
+		{`["0x` + repeatHex("ab", 31) + `"]`, "invalid argument 0: hex string has length 62, want 64 for common.Hash"},
 		{`["0x` + repeatHex("ab", 32) + `",true]`, "too many arguments, want at most 1"},
 	})
 	runParamCases(t, srv, "eth_getUncleCountByBlockNumber", []paramCase{

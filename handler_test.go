@@ -652,7 +652,7 @@ func TestEnvelopeErrors(t *testing.T) {
 		{"invalid JSON", `{"jsonrpc":"2.0",`, errorAnswer("null", -32700, "parse error")},
 		{"empty body", ``, errorAnswer("null", -32700, "parse error")},
 		{"only whitespace", " \n\t", errorAnswer("null", -32700, "parse error")},
-		{"two values", `{} {}`, errorAnswer("null", -32700, "parse error")},
+		{"two values: the first is answered", `{} {}`, errorAnswer("null", -32600, "invalid request")},
 		{"unterminated batch", `[{"jsonrpc":"2.0","id":1,"method":"eth_foo"}`, errorAnswer("null", -32700, "parse error")},
 		{"number", `1`, errorAnswer("null", -32600, "invalid request")},
 		{"string", `"x"`, errorAnswer("null", -32600, "invalid request")},
@@ -1056,11 +1056,11 @@ func TestParamsGetUncleByBlockHashAndIndex(t *testing.T) {
 		{`[` + hash + `,"0x1"]`, ""},
 		{`[` + upper + `,"0x0"]`, ""},
 		{`[` + hash + `,"0xffffffffffffffff"]`, ""},
-		{`[` + short + `,"0x0"]`, "invalid argument 0: hex string has length 62, want 64 for backend.Hash"},
-		{`[` + noPrefix + `,"0x0"]`, "invalid argument 0: json: cannot unmarshal hex string without 0x prefix into Go value of type backend.Hash"},
-		{`[` + notHex + `,"0x0"]`, "invalid argument 0: json: cannot unmarshal invalid hex string into Go value of type backend.Hash"},
-		{`["0x123","0x0"]`, "invalid argument 0: json: cannot unmarshal hex string of odd length into Go value of type backend.Hash"},
-		{`[1,"0x0"]`, "invalid argument 0: json: cannot unmarshal non-string into Go value of type backend.Hash"},
+		{`[` + short + `,"0x0"]`, "invalid argument 0: hex string has length 62, want 64 for common.Hash"},
+		{`[` + noPrefix + `,"0x0"]`, "invalid argument 0: json: cannot unmarshal hex string without 0x prefix into Go value of type common.Hash"},
+		{`[` + notHex + `,"0x0"]`, "invalid argument 0: json: cannot unmarshal invalid hex string into Go value of type common.Hash"},
+		{`["0x123","0x0"]`, "invalid argument 0: json: cannot unmarshal hex string of odd length into Go value of type common.Hash"},
+		{`[1,"0x0"]`, "invalid argument 0: json: cannot unmarshal non-string into Go value of type common.Hash"},
 		{`[` + hash + `,"0x01"]`, "invalid argument 1: json: cannot unmarshal hex number with leading zero digits into Go value of type hexutil.Uint"},
 		{`[` + hash + `,"0x"]`, `invalid argument 1: json: cannot unmarshal hex string "0x" into Go value of type hexutil.Uint`},
 		{`[` + hash + `,""]`, "invalid argument 1: json: cannot unmarshal empty hex string into Go value of type hexutil.Uint"},
@@ -1074,7 +1074,7 @@ func TestParamsGetUncleByBlockHashAndIndex(t *testing.T) {
 		{`[` + hash + `]`, "missing value for required argument 1"},
 		{`[` + hash + `,"0x0","0x0"]`, "too many arguments, want at most 2"},
 		{`{"hash":` + hash + `}`, "non-array args"},
-		{`[` + short + `,"0x0",3]`, "invalid argument 0: hex string has length 62, want 64 for backend.Hash"},
+		{`[` + short + `,"0x0",3]`, "invalid argument 0: hex string has length 62, want 64 for common.Hash"},
 	})
 }
 
@@ -1324,7 +1324,7 @@ func TestGetBlockByHash(t *testing.T) {
 		}
 	})
 	t.Run("params", func(t *testing.T) {
-		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", `["0x12",false]`)), -32602, "invalid argument 0: hex string has length 2, want 64 for backend.Hash")
+		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", `["0x12",false]`)), -32602, "invalid argument 0: hex string has length 2, want 64 for common.Hash")
 		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q]`, c.blocks[0].Hash))), -32602, "missing value for required argument 1")
 		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q,null]`, c.blocks[0].Hash))), -32602, "invalid argument 1: json: cannot unmarshal null into Go value of type bool")
 	})

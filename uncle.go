@@ -33,12 +33,12 @@ func (s *Service) uncle(ctx context.Context, hash backend.Hash, index uint64) (*
 
 // serveUncle answers eth_getUncleByBlockHashAndIndex(hash, index).
 func (s *Service) serveUncle(ctx context.Context, params, dst []byte) ([]byte, error) {
-	var hash backend.Hash
+	var hash hashArg
 	var index hexutil.Uint
 	if err := readParams(params, hash.UnmarshalJSON, index.UnmarshalJSON); err != nil {
 		return dst, err
 	}
-	u, err := s.uncle(ctx, hash, uint64(index))
+	u, err := s.uncle(ctx, backend.Hash(hash), uint64(index))
 	return appendUncle(dst, u, err)
 }
 
@@ -107,11 +107,11 @@ func (s *Service) serveUncleByNumber(ctx context.Context, params, dst []byte) ([
 
 // serveUncleCountByHash answers eth_getUncleCountByBlockHash(hash).
 func (s *Service) serveUncleCountByHash(ctx context.Context, params, dst []byte) ([]byte, error) {
-	var hash backend.Hash
+	var hash hashArg
 	if err := readParams(params, hash.UnmarshalJSON); err != nil {
 		return dst, err
 	}
-	n, found, err := s.GetUncleCountByBlockHash(ctx, hash)
+	n, found, err := s.GetUncleCountByBlockHash(ctx, backend.Hash(hash))
 	return appendCount(dst, n, found, err)
 }
 

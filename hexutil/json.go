@@ -82,12 +82,34 @@ func (v *Uint64) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (v *Uint64) UnmarshalText(input []byte) error {
-	n, err := DecodeUint64(input)
+	n, err := decodeUint64Text(input)
 	if err != nil {
 		return err
 	}
 	*v = Uint64(n)
 	return nil
+}
+
+// decodeUint64Text decodes a quantity as go-ethereum's JSON types do: more
+// than 16 digits is a range error before any digit is looked at (where
+// DecodeUint64, like go-ethereum's, reports the first bad digit first).
+func decodeUint64Text(input []byte) (uint64, error) {
+	digits, err := checkNumber(input)
+	if err != nil {
+		return 0, err
+	}
+	if len(digits) > 16 {
+		return 0, ErrUint64Range
+	}
+	var v uint64
+	for _, c := range digits {
+		n := nibbles[c]
+		if n == badNibble {
+			return 0, ErrSyntax
+		}
+		v = v<<4 | uint64(n)
+	}
+	return v, nil
 }
 
 // String returns the hex form of v.
@@ -112,7 +134,7 @@ func (v *Uint) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (v *Uint) UnmarshalText(input []byte) error {
-	n, err := DecodeUint64(input)
+	n, err := decodeUint64Text(input)
 	if err == ErrUint64Range || err == nil && uint64(uint(n)) != n {
 		return ErrUintRange
 	}
