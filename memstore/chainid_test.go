@@ -103,3 +103,32 @@ func TestSetChainID(t *testing.T) {
 		t.Errorf("AddSideBlock of a transaction for chain 7 on chain 5 = %v, want a chainId mismatch", err)
 	}
 }
+
+// An id set explicitly can be set again while no stored transaction binds
+// it; a pending block's transactions are checked but bind nothing.
+func TestChainIDIsBoundOnlyByStoredTransactions(t *testing.T) {
+	s := memstore.New()
+	if err := s.SetChainID(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetChainID(2); err != nil {
+		t.Errorf("changing an id no transaction binds: %v", err)
+	}
+	g := add(t, memstore.New(), genesis()) // its hash, for a child
+	fresh := memstore.New()
+	add(t, fresh, genesis())
+	pending := childOf(g, "pending")
+	pending.Transactions = []*backend.Transaction{legacyTx(0, 2*5+35)}
+	if err := fresh.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.ChainID(t.Context()); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("ChainID after a pending block for chain 5 = %v, want ErrNotFound: pending transactions bind nothing", err)
+	}
+	if err := fresh.SetPending(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.SetChainID(1); err != nil {
+		t.Errorf("SetChainID(1) after the pending block left: %v", err)
+	}
+}

@@ -76,8 +76,8 @@ func (s *Store) addLine(line []byte) error {
 	if err := dec.Decode(&d); err != nil {
 		return err
 	}
-	if dec.More() {
-		return errors.New("more than one JSON value on the line")
+	if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
+		return fmt.Errorf("more than one JSON value on the line: %.20q follows the object", rest)
 	}
 	if d.Block == nil {
 		return errors.New(`no "block" member`)

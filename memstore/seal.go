@@ -1,8 +1,8 @@
 package memstore
 
 import (
-	"errors"
 	"fmt"
+	"math"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/hexutil"
@@ -37,6 +37,11 @@ func (e *MissingError) Error() string {
 // (zero) and checks those that are given. It writes to b and uncles, which
 // are the store's own copies.
 func seal(b *backend.Block, uncles []*backend.Uncle) error {
+	if b.Number > math.MaxInt64 {
+		// The wire reads block numbers as int64: such a block could never
+		// be asked for by number.
+		return fmt.Errorf("number: %d is above the int64 range of block numbers", b.Number)
+	}
 	uncleHeaders := make([]*backend.Header, len(uncles))
 	for i, u := range uncles {
 		if err := sealUncle(u); err != nil {
@@ -255,6 +260,3 @@ func fillU256(field string, given **uint256.Int, computed *uint256.Int) error {
 	}
 	return nil
 }
-
-// errPendingInAdd is returned for a block marked pending given to AddBlock.
-var errPendingInAdd = errors.New("a pending block is set with SetPending, not added")

@@ -12,6 +12,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -33,9 +34,12 @@ type Store struct {
 	lowest, highest uint64
 	safe, finalized tag
 	pending         *backend.Block
-	// chainID is set explicitly or by the first transaction signed for a
-	// chain; every later one must agree.
-	chainID tag
+	// The chain id, set with SetChainID or learnt from the first stored
+	// transaction signed for a chain; once transactions are bound to it,
+	// every later one must agree and it cannot be changed.
+	chainID      uint64
+	chainIDKnown bool
+	chainIDBound bool
 }
 
 type entry struct {
@@ -73,10 +77,10 @@ func (s *Store) ChainID(ctx context.Context) (uint64, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if !s.chainID.set {
+	if !s.chainIDKnown {
 		return 0, backend.ErrNotFound
 	}
-	return s.chainID.number, nil
+	return s.chainID, nil
 }
 
 // SetChainID sets the chain id, for a chain whose transactions do not tell
@@ -84,10 +88,10 @@ func (s *Store) ChainID(ctx context.Context) (uint64, error) {
 func (s *Store) SetChainID(id uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.chainID.set && s.chainID.number != id {
-		return &MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(s.chainID.number) + " (of the stored transactions)"}
+	if s.chainIDBound && s.chainID != id {
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the stored transactions)"}
 	}
-	s.chainID = tag{number: id, set: true}
+	s.chainID, s.chainIDKnown = id, true
 	return nil
 }
 
@@ -212,7 +216,10 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	if err := s.agreeChainID(chainID); err != nil {
 		return blockError(b, err)
 	}
-	if _, ok := s.blocks[b.Hash]; ok {
+	if e, ok := s.blocks[b.Hash]; ok {
+		if err := s.readd(e, b.TotalDifficulty); err != nil {
+			return blockError(b, err)
+		}
 		if canonical {
 			s.makeCanonical(b.Number, b.Hash)
 		}
@@ -228,7 +235,7 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
 	}
 	s.applyTotalDifficulties(updates)
-	s.adoptChainID(chainID)
+	s.bindChainID(chainID)
 	if canonical {
 		s.makeCanonical(b.Number, b.Hash)
 	}
@@ -256,18 +263,21 @@ func signedFor(b *backend.Block) (*uint256.Int, error) {
 
 // agreeChainID checks a block's chain id against the store's.
 func (s *Store) agreeChainID(id *uint256.Int) error {
-	if id != nil && s.chainID.set && id.Uint64() != s.chainID.number {
-		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(s.chainID.number) + " (of the store)"}
+	if id != nil && s.chainIDKnown && id.Uint64() != s.chainID {
+		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the store)"}
 	}
 	return nil
 }
 
-// adoptChainID makes a block's chain id the store's when it has none.
-func (s *Store) adoptChainID(id *uint256.Int) {
-	if id != nil && !s.chainID.set {
-		s.chainID = tag{number: id.Uint64(), set: true}
+// bindChainID makes a stored block's chain id the store's, for good.
+func (s *Store) bindChainID(id *uint256.Int) {
+	if id != nil {
+		s.chainID, s.chainIDKnown, s.chainIDBound = id.Uint64(), true, true
 	}
 }
+
+// errPendingInAdd is returned for a block marked pending given to AddBlock.
+var errPendingInAdd = errors.New("a pending block is set with SetPending, not added")
 
 // blockError names the block an error is about.
 func blockError(b *backend.Block, err error) error {
@@ -291,16 +301,42 @@ func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) (ma
 			return nil, err
 		}
 	}
-	updates := make(map[child]*uint256.Int)
 	if b.TotalDifficulty == nil {
-		return updates, nil
+		return make(map[child]*uint256.Int), nil
 	}
-	// Walk the stored descendants that the new block makes computable.
+	return s.descendantTDs(b.Hash, b.TotalDifficulty)
+}
+
+// readd checks what a block added again gives against the stored block. A
+// total difficulty given for a stored block without one becomes known: the
+// block and its stored descendants take it, as if it were new.
+func (s *Store) readd(e *entry, given *uint256.Int) error {
+	stored := e.block.TotalDifficulty
+	switch {
+	case given == nil:
+		return nil
+	case stored != nil:
+		return fillU256("totalDifficulty", &given, stored)
+	}
+	updates, err := s.descendantTDs(e.block.Hash, given)
+	if err != nil {
+		return err
+	}
+	updates[child{hash: e.block.Hash, uncle: -1}] = given
+	s.applyTotalDifficulties(updates)
+	return nil
+}
+
+// descendantTDs works out the total difficulty that a block's total, td,
+// gives to its stored descendants (blocks and uncles) that have none, and
+// checks it against those that have one.
+func (s *Store) descendantTDs(hash backend.Hash, td *uint256.Int) (map[child]*uint256.Int, error) {
+	updates := make(map[child]*uint256.Int)
 	type pending struct {
 		parent backend.Hash
 		td     *uint256.Int
 	}
-	queue := []pending{{b.Hash, b.TotalDifficulty}}
+	queue := []pending{{hash, td}}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -389,12 +425,13 @@ func (s *Store) makeCanonical(number uint64, hash backend.Hash) {
 		return
 	}
 	// Above the new block, the chain continues only through its children.
-	for n := number + 1; n <= s.highest; n++ {
-		h, ok := s.canonical[n]
-		if ok && s.blocks[h].block.ParentHash == s.canonical[n-1] {
+	// (n < highest keeps n+1 from wrapping past the largest number.)
+	for n := number; n < s.highest; n++ {
+		h, ok := s.canonical[n+1]
+		if ok && s.blocks[h].block.ParentHash == s.canonical[n] {
 			continue
 		}
-		s.dropCanonicalFrom(n)
+		s.dropCanonicalFrom(n + 1)
 		break
 	}
 }
@@ -449,7 +486,6 @@ func (s *Store) SetPending(block *backend.Block) error {
 	if err := settle("totalDifficulty", &b.TotalDifficulty, s.tdOf(b.ParentHash), &b.Difficulty); err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
-	s.adoptChainID(chainID)
 	s.pending = b
 	return nil
 }
