@@ -62,8 +62,9 @@ func (b *Block) AppendJSON(dst []byte, fullTx bool) []byte {
 }
 
 // MarshalJSON implements json.Marshaler: transaction objects when the block
-// holds them, hashes when it holds only hashes.
-func (b *Block) MarshalJSON() ([]byte, error) {
+// holds them, hashes when it holds only hashes. Its receiver is a value so
+// that a Block marshals alike by value, by pointer and as a struct field.
+func (b Block) MarshalJSON() ([]byte, error) {
 	return b.AppendJSON(nil, true), nil
 }
 
@@ -128,7 +129,7 @@ func (u *Uncle) AppendJSON(dst []byte) []byte {
 	return u.Header.appendObject(dst, &objectParts{hash: u.Hash, size: u.Size, td: u.TotalDifficulty})
 }
 
-// MarshalJSON implements json.Marshaler.
-func (u *Uncle) MarshalJSON() ([]byte, error) {
+// MarshalJSON implements json.Marshaler, by value as Block's.
+func (u Uncle) MarshalJSON() ([]byte, error) {
 	return u.AppendJSON(nil), nil
 }

@@ -168,6 +168,5 @@ func (h *Header) appendObject(dst []byte, p *objectParts) []byte {
 		}
 		dst = appendBytesMember(dst, `"withdrawalsRoot":`, h.WithdrawalsRoot[:])
 	}
-	dst[len(dst)-1] = '}' // replaces the last member's comma
-	return dst
+	return closeObject(dst)
 }

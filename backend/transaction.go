@@ -301,8 +301,8 @@ func closeArray(dst []byte, n int) []byte {
 
 // MarshalJSON writes the transaction object of a transaction outside any
 // block: its block members are null. Blocks write their transactions with
-// those members filled in.
-func (tx *Transaction) MarshalJSON() ([]byte, error) {
+// those members filled in. Its receiver is a value, as Block's.
+func (tx Transaction) MarshalJSON() ([]byte, error) {
 	return tx.appendObject(nil, &txPosition{}), nil
 }
 

@@ -8,8 +8,8 @@
 // what Ethereum clients and their users already recognise. Upper-case digits
 // and the "0X" prefix are accepted, as go-ethereum accepts them.
 //
-// The Append functions write into a caller's buffer and never allocate on
-// their own; they are the encoding path of every answer the service gives.
+// The Append functions write into a caller's buffer and allocate only to
+// grow it; they are the encoding path of every answer the service gives.
 package hexutil
 
 import (
@@ -61,6 +61,10 @@ func has0xPrefix[T text](s T) bool {
 
 // Decode decodes a byte string with 0x prefix. "0x" is the empty byte string.
 func Decode(s string) ([]byte, error) {
+	return decodeBytes(s)
+}
+
+func decodeBytes[T text](s T) ([]byte, error) {
 	if len(s) == 0 {
 		return nil, ErrEmptyString
 	}

@@ -42,18 +42,8 @@ func (b *Bytes) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (b *Bytes) UnmarshalText(input []byte) error {
-	if len(input) == 0 {
-		return ErrEmptyString
-	}
-	if !has0xPrefix(input) {
-		return ErrMissingPrefix
-	}
-	digits := input[2:]
-	if len(digits)%2 != 0 {
-		return ErrOddLength
-	}
-	out := make([]byte, len(digits)/2)
-	if err := decodeDigits(out, digits); err != nil {
+	out, err := decodeBytes(input)
+	if err != nil {
 		return err
 	}
 	*b = out
