@@ -1,7 +1,8 @@
 // Command server serves a chain over the blockrpc JSON-RPC API.
 //
 // With no flags it serves a built-in demo chain at 127.0.0.1:8545 and prints
-// ready-to-paste curl lines with a freshly generated API key:
+// ready-to-paste curl lines with a freshly generated API key (keys given
+// with -keys or BLOCKRPC_KEYS are never printed):
 //
 //	go run ./examples/server
 //
@@ -9,7 +10,8 @@
 //
 //	-addr HOST:PORT   where to listen (default 127.0.0.1:8545)
 //	-chain FILE       serve a JSONL dump instead of the demo chain
-//	-keys k1,k2       the accepted API keys (default: one generated key)
+//	-keys k1,k2       the accepted API keys (default: BLOCKRPC_KEYS, else one
+//	                  generated key; the environment keeps keys out of ps)
 //	-safe N           the block the "safe" tag selects
 //	-finalized N      the block the "finalized" tag selects
 //	-chainid N        the chain id, for a dump whose transactions do not tell it
@@ -42,9 +44,9 @@ import (
 	"github.com/blockrpc/blockrpc/memstore"
 )
 
-// The demo chain: blocks from Frontier rules with uncles through London,
-// the merge, Shanghai withdrawals, Cancun blob transactions and Prague
-// set-code transactions, generated with go-ethereum (see
+// The demo chain: blocks under Berlin rules with uncles, London, the merge,
+// Shanghai withdrawals, Cancun blob transactions and Prague set-code
+// transactions, generated with go-ethereum (see
 // examples/interop/cmd/demochain), and the block pending on top of it.
 //
 //go:embed demo/chain.jsonl demo/pending.jsonl
@@ -77,7 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8545", "`HOST:PORT` to listen on")
 	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain")
-	fs.StringVar(&o.keys, "keys", "", "comma-separated API `keys` to accept (default: one generated key)")
+	fs.StringVar(&o.keys, "keys", os.Getenv("BLOCKRPC_KEYS"), "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
 	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
 	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
 	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
@@ -130,10 +132,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	url := "http://" + ln.Addr().String() + "/v3/"
-	if err := printUsage(ctx, stdout, store, url, keys[0], generated); err != nil {
-		ln.Close()
-		return err
+	shown := "<API_KEY>" // a key the operator chose stays off the screen and out of logs
+	if generated {
+		shown = keys[0]
 	}
+	printUsage(ctx, stdout, store, url, shown, generated)
 	log.Info("serving", "addr", ln.Addr().String(), "blocks", store.Len())
 
 	errc := make(chan error, 1)
@@ -158,7 +161,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // loadChain returns the chain to serve with its tags set.
 func loadChain(o options) (*memstore.Store, error) {
 	var store *memstore.Store
-	var err error
 	safe, finalized := o.safe, o.finalized
 	if o.chain != "" {
 		f, err := os.Open(o.chain)
@@ -175,6 +177,7 @@ func loadChain(o options) (*memstore.Store, error) {
 		}
 		safe, finalized = orDefault(safe, int64(head.Number)), orDefault(finalized, int64(head.Number))
 	} else {
+		var err error
 		if store, err = loadDemo(); err != nil {
 			return nil, fmt.Errorf("the demo chain: %w", err)
 		}
@@ -232,7 +235,7 @@ func newKey() string {
 
 // printUsage prints the endpoint and curl lines that query the latest block
 // and the newest uncle of the chain.
-func printUsage(ctx context.Context, w io.Writer, store *memstore.Store, url, key string, generated bool) error {
+func printUsage(ctx context.Context, w io.Writer, store *memstore.Store, url, key string, generated bool) {
 	if generated {
 		fmt.Fprintf(w, "API key (generated for this run): %s\n", key)
 	}
@@ -243,7 +246,6 @@ func printUsage(ctx context.Context, w io.Writer, store *memstore.Store, url, ke
 			curlLine(url+key, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"eth_getUncleByBlockHashAndIndex","params":["%s","0x0"]}`, b.Hash)))
 	}
 	fmt.Fprintln(w)
-	return nil
 }
 
 func curlLine(url, body string) string {

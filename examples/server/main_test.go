@@ -138,6 +138,9 @@ func TestRunWithFlags(t *testing.T) {
 	dump := writeDump(t, 5)
 	srv := start(t, "-addr", "127.0.0.1:0", "-chain", dump, "-keys", "alpha,beta", "-safe", "3", "-finalized", "2", "-chainid", "77")
 	url := regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout())
+	if out := srv.stdout(); strings.Contains(out, "alpha") || strings.Contains(out, "beta") || !strings.Contains(out, "/v3/<API_KEY>") {
+		t.Errorf("the keys given with -keys are printed, or no placeholder is:\n%s", out)
+	}
 	for _, tc := range []struct {
 		key, tag string
 		status   int
@@ -170,6 +173,26 @@ func TestRunWithFlags(t *testing.T) {
 	resp.Body.Close()
 	if !bytes.Contains(body, []byte(`"result":"0x4d"`)) {
 		t.Errorf("eth_chainId with -chainid 77 = %s", body)
+	}
+	srv.stop(t)
+}
+
+// TestKeysFromTheEnvironment serves the keys of BLOCKRPC_KEYS, which keeps
+// them out of the process list, and prints none of them.
+func TestKeysFromTheEnvironment(t *testing.T) {
+	t.Setenv("BLOCKRPC_KEYS", "from-env")
+	srv := start(t, "-addr", "127.0.0.1:0", "-chain", writeDump(t, 2))
+	if strings.Contains(srv.stdout(), "from-env") {
+		t.Errorf("the key from the environment is printed:\n%s", srv.stdout())
+	}
+	url := regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout())
+	resp, err := http.Post(url+"from-env", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the key from BLOCKRPC_KEYS gets %d", resp.StatusCode)
 	}
 	srv.stop(t)
 }

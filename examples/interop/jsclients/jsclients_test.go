@@ -293,7 +293,7 @@ type server struct {
 	stopped bool
 }
 
-var endpoint = regexp.MustCompile(`JSON-RPC endpoint: (http://127\.0\.0\.1:\d+/v3/\S+)`)
+var endpoint = regexp.MustCompile(`JSON-RPC endpoint: (http://127\.0\.0\.1:\d+/v3/)<API_KEY>`)
 
 // startServer starts the server on a free loopback port with apiKey and
 // args, and reads the endpoint it prints. The server is stopped, by its
@@ -335,11 +335,11 @@ func startServer(t *testing.T, bin string, args ...string) *server {
 		}
 		data, _ := os.ReadFile(s.out)
 		if m := endpoint.FindSubmatch(data); m != nil {
-			s.url = string(m[1])
+			s.url = string(m[1]) + apiKey // the server does not print a key it was given
 		}
 	}
-	if !strings.HasSuffix(s.url, "/v3/"+apiKey) {
-		t.Fatalf("the endpoint %s does not end in the key given with -keys", s.url)
+	if strings.Contains(s.output(), apiKey) {
+		t.Fatalf("the server printed the key given with -keys:\n%s", s.output())
 	}
 	return s
 }

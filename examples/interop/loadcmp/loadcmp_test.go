@@ -193,10 +193,10 @@ func startServer(b *testing.B, dir, genesisPath, exportPath string) string {
 		cmd.Process.Signal(syscall.SIGINT)
 		cmd.Wait()
 	})
-	endpoint := regexp.MustCompile(`JSON-RPC endpoint: (\S+)`)
+	endpoint := regexp.MustCompile(`JSON-RPC endpoint: (\S+/v3/)<API_KEY>`)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if m := endpoint.FindSubmatch(stdout.Bytes()); m != nil {
-			return string(m[1])
+			return string(m[1]) + "load" // the key given with -keys, which the server does not print
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("the server did not start: %s", stdout.Bytes())
