@@ -361,13 +361,16 @@ func (g *generator) addSetCodeTransaction(b *core.BlockGen, sender, authority in
 func (c *Chain) Store() (*memstore.Store, *backend.Block, error) {
 	store := memstore.New()
 	signer := types.LatestSignerForChainID(c.Config.ChainID)
-	blocks := append([]*types.Block{c.Genesis, c.Side}, c.Blocks...)
-	for _, b := range blocks {
+	for _, b := range append([]*types.Block{c.Genesis, c.Side}, c.Blocks...) {
 		block, uncles, err := gethconv.Block(signer, b)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := store.AddBlock(block, uncles...); err != nil {
+		add := store.AddBlock
+		if b == c.Side {
+			add = store.AddSideBlock
+		}
+		if err := add(block, uncles...); err != nil {
 			return nil, nil, err
 		}
 	}

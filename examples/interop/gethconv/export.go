@@ -13,6 +13,19 @@ import (
 	"github.com/ethereum/go-ethereum/rlp"
 )
 
+// inputLimit bounds what the RLP decoder may read by the size of the
+// export when it is a file, so that a crafted length cannot make it
+// allocate more than the file holds. (For in-memory readers the decoder
+// finds the bound itself.)
+func inputLimit(r io.Reader) uint64 {
+	if f, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			return uint64(fi.Size())
+		}
+	}
+	return 0
+}
+
 // ReadGenesis reads a genesis file in go-ethereum's format.
 func ReadGenesis(path string) (*core.Genesis, error) {
 	data, err := os.ReadFile(path)
@@ -52,7 +65,7 @@ func LoadExport(genesis *core.Genesis, export io.Reader) (*memstore.Store, error
 		return nil, fmt.Errorf("the genesis: %w", err)
 	}
 	parent := first
-	stream := rlp.NewStream(export, 0)
+	stream := rlp.NewStream(export, inputLimit(export))
 	for n := 0; ; n++ {
 		var b types.Block
 		err := stream.Decode(&b)

@@ -20,8 +20,12 @@ import (
 // transaction's sender with signer: types.LatestSignerForChainID of the
 // chain recovers every kind of transaction.
 func Block(signer types.Signer, b *types.Block) (*backend.Block, []*backend.Uncle, error) {
+	header, err := Header(b.Header())
+	if err != nil {
+		return nil, nil, fmt.Errorf("block %d: %w", b.NumberU64(), err)
+	}
 	out := &backend.Block{
-		Header:       Header(b.Header()),
+		Header:       header,
 		Hash:         backend.Hash(b.Hash()),
 		Size:         b.Size(),
 		Transactions: make([]*backend.Transaction, len(b.Transactions())),
@@ -41,13 +45,19 @@ func Block(signer types.Signer, b *types.Block) (*backend.Block, []*backend.Uncl
 	}
 	uncles := make([]*backend.Uncle, len(b.Uncles()))
 	for i, u := range b.Uncles() {
-		uncles[i] = &backend.Uncle{Header: Header(u), Hash: backend.Hash(u.Hash())}
+		header, err := Header(u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("block %d: uncle %d: %w", b.NumberU64(), i, err)
+		}
+		uncles[i] = &backend.Uncle{Header: header, Hash: backend.Hash(u.Hash())}
 	}
 	return out, uncles, nil
 }
 
-// Header converts a header.
-func Header(h *types.Header) backend.Header {
+// Header converts a header. It fails for a value wider than blockrpc's 256
+// bits, which go-ethereum's big integers allow in a crafted export.
+func Header(h *types.Header) (backend.Header, error) {
+	var c converter
 	out := backend.Header{
 		ParentHash:       backend.Hash(h.ParentHash),
 		Sha3Uncles:       backend.Hash(h.UncleHash),
@@ -56,7 +66,7 @@ func Header(h *types.Header) backend.Header {
 		TransactionsRoot: backend.Hash(h.TxHash),
 		ReceiptsRoot:     backend.Hash(h.ReceiptHash),
 		LogsBloom:        backend.Bloom(h.Bloom),
-		Difficulty:       *u256(h.Difficulty),
+		Difficulty:       *c.u256(h.Difficulty),
 		Number:           h.Number.Uint64(),
 		GasLimit:         h.GasLimit,
 		GasUsed:          h.GasUsed,
@@ -68,12 +78,12 @@ func Header(h *types.Header) backend.Header {
 		ExcessBlobGas:    h.ExcessBlobGas,
 	}
 	if h.BaseFee != nil {
-		out.BaseFeePerGas = u256(h.BaseFee)
+		out.BaseFeePerGas = c.u256(h.BaseFee)
 	}
 	out.WithdrawalsRoot = hashPtr(h.WithdrawalsHash)
 	out.ParentBeaconBlockRoot = hashPtr(h.ParentBeaconRoot)
 	out.RequestsHash = hashPtr(h.RequestsHash)
-	return out
+	return out, c.err
 }
 
 // Transaction converts a signed transaction, recovering its sender. The
@@ -85,15 +95,16 @@ func Transaction(signer types.Signer, tx *types.Transaction) (*backend.Transacti
 		return nil, fmt.Errorf("recovering the sender: %w", err)
 	}
 	v, r, s := tx.RawSignatureValues()
+	var c converter
 	out := &backend.Transaction{
 		Type:  tx.Type(),
 		Nonce: tx.Nonce(),
 		Gas:   tx.Gas(),
-		Value: *u256(tx.Value()),
+		Value: *c.u256(tx.Value()),
 		Input: tx.Data(),
-		V:     *u256(v),
-		R:     *u256(r),
-		S:     *u256(s),
+		V:     *c.u256(v),
+		R:     *c.u256(r),
+		S:     *c.u256(s),
 		Hash:  backend.Hash(tx.Hash()),
 		From:  backend.Address(from),
 	}
@@ -102,7 +113,7 @@ func Transaction(signer types.Signer, tx *types.Transaction) (*backend.Transacti
 		out.To = &a
 	}
 	if tx.Type() != types.LegacyTxType {
-		out.ChainID = u256(tx.ChainId())
+		out.ChainID = c.u256(tx.ChainId())
 		out.AccessList = make([]backend.AccessTuple, len(tx.AccessList()))
 		for i, t := range tx.AccessList() {
 			keys := make([]backend.Hash, len(t.StorageKeys))
@@ -114,13 +125,13 @@ func Transaction(signer types.Signer, tx *types.Transaction) (*backend.Transacti
 	}
 	switch tx.Type() {
 	case types.LegacyTxType, types.AccessListTxType:
-		out.GasPrice = u256(tx.GasPrice())
+		out.GasPrice = c.u256(tx.GasPrice())
 	default:
-		out.MaxFeePerGas = u256(tx.GasFeeCap())
-		out.MaxPriorityFeePerGas = u256(tx.GasTipCap())
+		out.MaxFeePerGas = c.u256(tx.GasFeeCap())
+		out.MaxPriorityFeePerGas = c.u256(tx.GasTipCap())
 	}
 	if tx.Type() == types.BlobTxType {
-		out.MaxFeePerBlobGas = u256(tx.BlobGasFeeCap())
+		out.MaxFeePerBlobGas = c.u256(tx.BlobGasFeeCap())
 		for _, h := range tx.BlobHashes() {
 			out.BlobVersionedHashes = append(out.BlobVersionedHashes, backend.Hash(h))
 		}
@@ -137,13 +148,17 @@ func Transaction(signer types.Signer, tx *types.Transaction) (*backend.Transacti
 			})
 		}
 	}
-	return out, nil
+	return out, c.err
 }
 
-func u256(b *big.Int) *uint256.Int {
+// converter turns go-ethereum's big integers into uint256 values, and
+// remembers the first that does not fit.
+type converter struct{ err error }
+
+func (c *converter) u256(b *big.Int) *uint256.Int {
 	z, overflow := uint256.FromBig(b)
-	if overflow {
-		panic(fmt.Sprintf("gethconv: %s does not fit in 256 bits", b))
+	if overflow && c.err == nil {
+		c.err = fmt.Errorf("%s does not fit in 256 bits", b)
 	}
 	return z
 }

@@ -78,10 +78,11 @@ func WriteNoNetworkConfig(t testing.TB, dir string) string {
 
 // Node is a running geth serving JSON-RPC over HTTP on loopback.
 type Node struct {
-	URL  string // http://127.0.0.1:port
-	cmd  *exec.Cmd
-	log  string // path of geth's output
-	done chan error
+	URL    string // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	log    string        // path of geth's output
+	exited chan struct{} // closed once the process has ended
+	err    error         // how it ended, once exited is closed
 }
 
 var endpoint = regexp.MustCompile(`HTTP server started\s+endpoint=(127\.0\.0\.1:\d+)`)
@@ -106,10 +107,11 @@ func Start(t testing.TB, args ...string) *Node {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cmd: cmd, log: logPath, done: make(chan error, 1)}
+	n := &Node{cmd: cmd, log: logPath, exited: make(chan struct{})}
 	go func() {
-		n.done <- cmd.Wait()
+		n.err = cmd.Wait()
 		logFile.Close()
+		close(n.exited)
 	}()
 	t.Cleanup(func() {
 		if err := n.Stop(); err != nil {
@@ -120,9 +122,8 @@ func Start(t testing.TB, args ...string) *Node {
 	deadline := time.Now().Add(2 * time.Minute)
 	for n.URL == "" {
 		select {
-		case err := <-n.done:
-			n.done <- err
-			t.Fatalf("geth exited before serving: %v\n%s", err, n.Log())
+		case <-n.exited:
+			t.Fatalf("geth exited before serving: %v\n%s", n.err, n.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if m := endpoint.FindStringSubmatch(n.Log()); m != nil {
@@ -133,7 +134,10 @@ func Start(t testing.TB, args ...string) *Node {
 		}
 	}
 	for {
-		if _, err := n.Call(context.Background(), "eth_chainId"); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := n.Call(ctx, "eth_chainId")
+		cancel()
+		if err == nil {
 			return n
 		}
 		if time.Now().After(deadline) {
@@ -152,24 +156,31 @@ func (n *Node) Log() string {
 // Stop interrupts geth and waits for it to exit, killing it if it takes
 // longer than half a minute. Stopping a stopped node does nothing.
 func (n *Node) Stop() error {
-	if n.cmd.ProcessState != nil {
+	if n.Exited() {
 		return nil
 	}
 	if err := n.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	select {
-	case <-n.done:
+	case <-n.exited:
 		return nil
 	case <-time.After(30 * time.Second):
 		n.cmd.Process.Kill()
-		<-n.done
+		<-n.exited
 		return errors.New("geth ignored SIGINT and was killed")
 	}
 }
 
 // Exited reports whether the geth process has ended.
-func (n *Node) Exited() bool { return n.cmd.ProcessState != nil }
+func (n *Node) Exited() bool {
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
 
 // Pid returns the process id of geth.
 func (n *Node) Pid() int { return n.cmd.Process.Pid }
