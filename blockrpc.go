@@ -612,9 +612,7 @@ func (h *Handler) batch(ctx context.Context, batch, out []byte) []byte {
 		if limit <= 0 || count < limit {
 			elements = append(elements, [2]int{i, end})
 		}
-		if i = skipSpace(batch, end); batch[i] == ',' {
-			i = skipSpace(batch, i+1)
-		}
+		i = nextMember(batch, end)
 	}
 	switch {
 	case count == 0:
@@ -668,9 +666,7 @@ func (h *Handler) refuseBatch(batch, out []byte) []byte {
 			id = q.id
 			break
 		}
-		if i = skipSpace(batch, end); batch[i] == ',' {
-			i = skipSpace(batch, i+1)
-		}
+		i = nextMember(batch, end)
 	}
 	out = append(out, '[')
 	return append(appendError(out, id, codeInvalidRequest, "batch too large"), ']')
@@ -871,9 +867,7 @@ func parseRequest(raw []byte) (request, bool) {
 		case equalFold(key, "error"):
 			q.errorMember = value
 		}
-		if i = skipSpace(raw, end); raw[i] == ',' {
-			i = skipSpace(raw, i+1)
-		}
+		i = nextMember(raw, end)
 	}
 	return q, true
 }
@@ -942,6 +936,16 @@ func valueEnd(data []byte, i int) int {
 	}
 }
 
+// nextMember returns where the element or member after the one ending at
+// end begins: past the separating comma, or at the closing bracket.
+func nextMember(data []byte, end int) int {
+	i := skipSpace(data, end)
+	if data[i] == ',' {
+		i = skipSpace(data, i+1)
+	}
+	return i
+}
+
 func isDelimiter(c byte) bool {
 	switch c {
 	case ',', ']', '}', ' ', '\t', '\n', '\r':
@@ -1008,9 +1012,7 @@ func (a *args) next(decode func([]byte) error) error {
 		return invalidArgument(a.n, err)
 	}
 	a.n++
-	if a.pos = skipSpace(a.raw, end); a.raw[a.pos] == ',' {
-		a.pos = skipSpace(a.raw, a.pos+1)
-	}
+	a.pos = nextMember(a.raw, end)
 	return nil
 }
 
