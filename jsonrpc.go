@@ -1,0 +1,297 @@
+package blockrpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// maxMethodName bounds the method name echoed in an error, as go-ethereum's.
+const maxMethodName = 2048
+
+// request is one JSON-RPC message object, as raw JSON values sliced from
+// the body.
+type request struct {
+	version, method, id, params []byte
+	result, errorMember         []byte // present only in a response
+}
+
+func (q *request) validVersion() bool {
+	return string(stringText(q.version)) == "2.0"
+}
+
+// validID reports whether the id can be echoed: any JSON value but an
+// object or an array, as go-ethereum accepts.
+func (q *request) validID() bool {
+	return q.id != nil && q.id[0] != '{' && q.id[0] != '['
+}
+
+// serveJSONRPC answers a request body, single or batch, into out. Like
+// go-ethereum it reads the first JSON value of the body and ignores what
+// follows. The answer is empty when there is nothing to answer
+// (notifications, responses).
+func (h *Handler) serveJSONRPC(ctx context.Context, body, out []byte) []byte {
+	start := skipSpace(body, 0)
+	if start == len(body) {
+		return appendError(out, nil, codeParseError, "parse error")
+	}
+	// valueEnd only scans, so the span it finds is checked before use.
+	end := valueEnd(body, start)
+	if !json.Valid(body[start:end]) {
+		return appendError(out, nil, codeParseError, "parse error")
+	}
+	if body[start] != '[' {
+		return h.answer(ctx, body[start:end], out)
+	}
+	return h.batch(ctx, body[start:end], out)
+}
+
+// batch answers a batch: the answers in the order of the calls, without
+// those of notifications and responses.
+func (h *Handler) batch(ctx context.Context, batch, out []byte) []byte {
+	// Spans of the elements, no more of them than the limit allows: a
+	// batch too large is refused before anything is kept of it.
+	limit := h.cfg.batchLimit
+	var elements [][2]int
+	count := 0
+	for i := skipSpace(batch, 1); batch[i] != ']'; count++ {
+		end := valueEnd(batch, i)
+		if limit <= 0 || count < limit {
+			elements = append(elements, [2]int{i, end})
+		}
+		i = nextMember(batch, end)
+	}
+	switch {
+	case count == 0:
+		return appendError(out, nil, codeInvalidRequest, "empty batch")
+	case limit > 0 && count > limit:
+		return h.refuseBatch(batch, out)
+	}
+
+	mark := len(out)
+	out = append(out, '[')
+	answered, size := 0, 0
+	for _, e := range elements {
+		element := batch[e[0]:e[1]]
+		before := len(out)
+		if answered > 0 {
+			out = append(out, ',')
+		}
+		start := len(out)
+		switch {
+		case ctx.Err() != nil:
+			// A batch ends with its deadline: the calls left are
+			// answered, not run.
+			code, message := h.errorCode(ctx, ctx.Err(), "")
+			out = h.refuseCall(element, out, code, message)
+		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
+			out = h.refuseCall(element, out, codeResponseTooLarge, "response too large")
+		default:
+			out = h.answer(ctx, element, out)
+			size += payloadSize(out[start:])
+		}
+		if len(out) == start {
+			out = out[:before] // nothing to answer: no comma either
+			continue
+		}
+		answered++
+	}
+	if answered == 0 {
+		return out[:mark]
+	}
+	return append(out, ']')
+}
+
+// refuseBatch answers a batch with more calls than the limit: the protocol
+// cannot fail a batch as a whole, so, like go-ethereum, with one error
+// bearing the first call's id.
+func (h *Handler) refuseBatch(batch, out []byte) []byte {
+	var id []byte
+	for i := skipSpace(batch, 1); batch[i] != ']'; {
+		end := valueEnd(batch, i)
+		if q, _, kind := classify(batch[i:end]); kind == call {
+			id = q.id
+			break
+		}
+		i = nextMember(batch, end)
+	}
+	out = append(out, '[')
+	return append(appendError(out, id, codeInvalidRequest, "batch too large"), ']')
+}
+
+// payloadSize is what go-ethereum counts of an answer against the response
+// limit: the bytes of its result or error member.
+func payloadSize(answer []byte) int {
+	if len(answer) == 0 {
+		return 0
+	}
+	afterID := valueEnd(answer, len(`{"jsonrpc":"2.0","id":`))
+	member := len(`,"error":`)
+	if bytes.HasPrefix(answer[afterID:], []byte(`,"result":`)) {
+		member = len(`,"result":`)
+	}
+	return len(answer) - afterID - member - len("}")
+}
+
+// A message object is a call, a notification (no id: never answered), a
+// response (what a server would send: go-ethereum drops it unanswered) or
+// invalid, by go-ethereum's rules.
+const (
+	invalid = iota
+	call
+	notification
+	response
+)
+
+// classify also returns the method name; it is a slice of the body unless
+// the name has escapes, so that looking it up allocates nothing.
+func classify(raw []byte) (request, []byte, int) {
+	q, ok := parseRequest(raw)
+	name := stringText(q.method)
+	switch {
+	case ok && q.validVersion() && q.validID() && len(q.method) == 0 && q.params == nil && (q.result != nil || q.errorMember != nil):
+		return q, name, response
+	case !ok || !q.validVersion() || len(name) == 0:
+		return q, name, invalid
+	case q.id == nil:
+		return q, name, notification
+	case !q.validID():
+		q.id = nil // answered with a null id
+		return q, name, invalid
+	}
+	return q, name, call
+}
+
+// refuseCall answers a message with an error without running it, and a
+// notification or response with nothing. Invalid messages get the error
+// too, as go-ethereum gives them.
+func (h *Handler) refuseCall(raw, out []byte, code int, message string) []byte {
+	q, _, kind := classify(raw)
+	if kind == notification || kind == response {
+		return out
+	}
+	return appendError(out, echoedID(q), code, message)
+}
+
+// echoedID is the id to answer a message with: its own if valid, else null.
+func echoedID(q request) []byte {
+	if q.validID() {
+		return q.id
+	}
+	return nil
+}
+
+// answer appends the answer to one request object (nothing for a
+// notification).
+func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
+	q, name, kind := classify(raw)
+	switch {
+	case kind == invalid:
+		return appendError(out, echoedID(q), codeInvalidRequest, "invalid request")
+	case kind == notification || kind == response:
+		return out // nothing is answered, so nothing is run
+	case len(name) > maxMethodName:
+		return appendError(out, q.id, codeInvalidRequest, fmt.Sprintf("method name too long: %d > %d", len(name), maxMethodName))
+	case bytes.HasSuffix(name, []byte("_subscribe")):
+		// Subscriptions need a connection that stays open; over HTTP
+		// go-ethereum answers so.
+		return appendError(out, q.id, codeMethodNotFound, "notifications not supported")
+	case bytes.HasSuffix(name, []byte("_unsubscribe")):
+		return h.call(ctx, unsubscribe, &q, out)
+	}
+	m, found := h.methods[string(name)]
+	if !found {
+		// As encoding/json does for go-ethereum, invalid UTF-8 in the name
+		// is echoed as U+FFFD.
+		return appendError(out, q.id, codeMethodNotFound, "the method "+strings.ToValidUTF8(string(name), "\uFFFD")+" does not exist/is not available")
+	}
+	return h.call(ctx, m, &q, out)
+}
+
+// call runs a method and appends its answer. A panic in the method (in a
+// Backend, say) is recovered into an internal error, with whatever the
+// method had written discarded.
+func (h *Handler) call(ctx context.Context, m method, q *request, out []byte) (answer []byte) {
+	mark := len(out)
+	defer func() {
+		if p := recover(); p != nil {
+			h.log(ctx, slog.LevelError, "blockrpc: method handler crashed", "method", decodeString(q.method), "panic", p, "stack", string(debug.Stack()))
+			answer = appendError(out[:mark], q.id, codeInternalError, "method handler crashed")
+		}
+	}()
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = appendID(out, q.id)
+	out = append(out, `,"result":`...)
+	out, err := m(ctx, q.params, out)
+	if err != nil {
+		code, message := h.errorCode(ctx, err, decodeString(q.method))
+		return appendError(out[:mark], q.id, code, message)
+	}
+	return append(out, '}')
+}
+
+// appendID echoes an id as go-ethereum's encoder writes it: as given, but
+// with <, >, & and the line and paragraph separators escaped.
+func appendID(dst, id []byte) []byte {
+	if bytes.ContainsAny(id, "<>&\u2028\u2029") {
+		var escaped bytes.Buffer
+		json.HTMLEscape(&escaped, id)
+		return append(dst, escaped.Bytes()...)
+	}
+	return append(dst, id...)
+}
+
+// appendError appends an error answer; a nil id is null.
+func appendError(dst, id []byte, code int, message string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	if id == nil {
+		id = []byte("null")
+	}
+	dst = appendID(dst, id)
+	dst = append(dst, `,"error":{"code":`...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	dst = append(dst, `,"message":`...)
+	msg, _ := json.Marshal(message) // a string always marshals
+	dst = append(dst, msg...)
+	return append(dst, '}', '}')
+}
+
+// parseRequest slices the members of a message object. It reports false
+// for a JSON value that is not an object.
+func parseRequest(raw []byte) (request, bool) {
+	var q request
+	if len(raw) == 0 || raw[0] != '{' {
+		return q, false
+	}
+	for i := skipSpace(raw, 1); raw[i] != '}'; {
+		keyEnd := valueEnd(raw, i)
+		key := raw[i+1 : keyEnd-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = stringText(raw[i:keyEnd]) // rare: an escaped key
+		}
+		i = skipSpace(raw, skipSpace(raw, keyEnd)+1) // past the colon
+		end := valueEnd(raw, i)
+		value := raw[i:end]
+		switch {
+		case equalFold(key, "jsonrpc"):
+			q.version = value
+		case equalFold(key, "method"):
+			q.method = value
+		case equalFold(key, "id"):
+			q.id = value
+		case equalFold(key, "params"):
+			q.params = value
+		case equalFold(key, "result"):
+			q.result = value
+		case equalFold(key, "error"):
+			q.errorMember = value
+		}
+		i = nextMember(raw, end)
+	}
+	return q, true
+}

@@ -1,0 +1,108 @@
+package blockrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// The JSON reader. Requests are read by slicing the body, which json.Valid
+// has already checked, instead of decoding it into values, so that the hot
+// path allocates nothing: BenchmarkReadRequest measures it against
+// encoding/json decoding the same request into a struct of RawMessages.
+// Keys match as encoding/json matches them (exact or case-insensitive, the
+// last occurrence winning), which is how go-ethereum reads its requests.
+
+// equalFold matches a member name as encoding/json does: exactly, or with
+// Unicode case folding (so "ID" and "jſonrpc", with a long s, match too).
+func equalFold(b []byte, name string) bool {
+	return string(b) == name || strings.EqualFold(string(b), name)
+}
+
+// decodeString returns the text of a JSON string value, or "" for any other
+// value.
+func decodeString(raw []byte) string {
+	return string(stringText(raw))
+}
+
+// stringText returns the text of a JSON string value, or nil for any other
+// value: a slice of raw when the string has no escapes, decoded otherwise.
+func stringText(raw []byte) []byte {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	var s string
+	json.Unmarshal(raw, &s) // valid JSON: the body was checked
+	return []byte(s)
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the index just past the JSON value that starts at
+// data[i]. Nesting is counted, not recursed into, so no depth of input can
+// exhaust the stack.
+func valueEnd(data []byte, i int) int {
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				j = stringEnd(data, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(data)
+	default: // a number or a literal
+		j := i
+		for j < len(data) && !isDelimiter(data[j]) {
+			j++
+		}
+		return j
+	}
+}
+
+// nextMember returns where the element or member after the one ending at
+// end begins: past the separating comma, or at the closing bracket.
+func nextMember(data []byte, end int) int {
+	i := skipSpace(data, end)
+	if data[i] == ',' {
+		i = skipSpace(data, i+1)
+	}
+	return i
+}
+
+func isDelimiter(c byte) bool {
+	switch c {
+	case ',', ']', '}', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}

@@ -1,0 +1,64 @@
+package blockrpc
+
+import "log/slog"
+
+// The defaults of the limits are go-ethereum's.
+const (
+	DefaultBatchLimit    = 1000
+	DefaultResponseLimit = 25_000_000
+	DefaultBodyLimit     = 5 * 1024 * 1024
+)
+
+// An Option configures a Handler.
+type Option func(*config)
+
+type config struct {
+	keys          KeyValidator
+	batchLimit    int
+	responseLimit int
+	bodyLimit     int64
+	gzip          bool
+	corsOrigins   []string
+	logger        *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		batchLimit:    DefaultBatchLimit,
+		responseLimit: DefaultResponseLimit,
+		bodyLimit:     DefaultBodyLimit,
+	}
+}
+
+// WithKeys sets the validator of API keys. Without it every request is
+// refused with 401: serving without keys is a choice, made explicit with
+// WithKeys(AnyKey).
+func WithKeys(v KeyValidator) Option { return func(c *config) { c.keys = v } }
+
+// WithBatchLimit sets the most calls a batch may hold (default 1,000); a
+// larger batch is refused whole. 0 or less removes the limit.
+func WithBatchLimit(n int) Option { return func(c *config) { c.batchLimit = n } }
+
+// WithResponseLimit sets the most bytes of results a batch may produce
+// (default 25 MB), counted as go-ethereum counts them; calls past it are
+// answered with an error. 0 or less removes the limit.
+func WithResponseLimit(n int) Option { return func(c *config) { c.responseLimit = n } }
+
+// WithBodyLimit sets the largest request body accepted (default 5 MiB);
+// a larger one is refused with 413. 0 or less removes the limit.
+func WithBodyLimit(n int64) Option { return func(c *config) { c.bodyLimit = n } }
+
+// WithGzip compresses answers of 1 KiB and more for clients that accept
+// gzip.
+func WithGzip() Option { return func(c *config) { c.gzip = true } }
+
+// WithCORS lets browser pages from the given origins call the handler, and
+// answers their preflight requests. "*" allows every origin.
+func WithCORS(origins ...string) Option {
+	return func(c *config) { c.corsOrigins = append(c.corsOrigins, origins...) }
+}
+
+// WithLogger sets where the handler reports backend failures, recovered
+// panics and refused keys (never the keys themselves). By default it
+// reports nothing.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
