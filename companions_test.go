@@ -130,11 +130,11 @@ func TestGetUncleCount(t *testing.T) {
 	})
 
 	svc := blockrpc.NewService(c.store)
-	if n, found, err := svc.GetUncleCountByBlockHash(context.Background(), c.blocks[3].Hash); n != 1 || !found || err != nil {
-		t.Errorf("Service.GetUncleCountByBlockHash = %d, %v, %v", n, found, err)
+	if n, err := svc.GetUncleCountByBlockHash(context.Background(), c.blocks[3].Hash); n == nil || *n != 1 || err != nil {
+		t.Errorf("Service.GetUncleCountByBlockHash = %v, %v; want 1", n, err)
 	}
-	if n, found, err := svc.GetUncleCountByBlockNumber(context.Background(), 42); n != 0 || found || err != nil {
-		t.Errorf("Service.GetUncleCountByBlockNumber(42) = %d, %v, %v; want not found", n, found, err)
+	if n, err := svc.GetUncleCountByBlockNumber(context.Background(), 42); n != nil || err != nil {
+		t.Errorf("Service.GetUncleCountByBlockNumber(42) = %v, %v; want nil, nil (no such block)", n, err)
 	}
 }
 
