@@ -45,12 +45,8 @@ var tags = [...]struct {
 // ParseBlockNumber parses the wire form of a block number: a tag, or a hex
 // quantity as hexutil.DecodeUint64 accepts it that fits in an int64.
 func ParseBlockNumber(s string) (BlockNumber, error) {
-	return parseBlockNumber(s)
-}
-
-func parseBlockNumber[T ~string | ~[]byte](s T) (BlockNumber, error) {
 	for _, t := range tags {
-		if string(s) == t.name { // compiled without a conversion allocation
+		if s == t.name {
 			return t.tag, nil
 		}
 	}
@@ -72,7 +68,9 @@ func (n *BlockNumber) UnmarshalJSON(input []byte) error {
 	if len(input) >= 2 && input[0] == '"' && input[len(input)-1] == '"' {
 		input = input[1 : len(input)-1]
 	}
-	v, err := parseBlockNumber(input)
+	// ParseBlockNumber keeps its argument from escaping, so the conversion
+	// of a block number's few bytes is made on the stack: no allocation.
+	v, err := ParseBlockNumber(string(input))
 	if err != nil {
 		return err
 	}
@@ -82,7 +80,7 @@ func (n *BlockNumber) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (n *BlockNumber) UnmarshalText(input []byte) error {
-	v, err := parseBlockNumber(input)
+	v, err := ParseBlockNumber(string(input))
 	if err != nil {
 		return err
 	}

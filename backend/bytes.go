@@ -28,14 +28,14 @@ var (
 // ParseHash parses a 0x-prefixed hex string of exactly 32 bytes.
 func ParseHash(s string) (Hash, error) {
 	var h Hash
-	err := hexutil.DecodeFixed(s, h[:])
+	err := hexutil.DecodeFixed([]byte(s), h[:])
 	return h, err
 }
 
 // ParseAddress parses a 0x-prefixed hex string of exactly 20 bytes.
 func ParseAddress(s string) (Address, error) {
 	var a Address
-	err := hexutil.DecodeFixed(s, a[:])
+	err := hexutil.DecodeFixed([]byte(s), a[:])
 	return a, err
 }
 
@@ -89,10 +89,10 @@ func (n *Nonce) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (h *Hash) UnmarshalText(input []byte) error {
-	return hexutil.UnmarshalFixedText(hashType, input, h[:])
+	return hexutil.UnmarshalFixedText("backend.Hash", input, h[:])
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (a *Address) UnmarshalText(input []byte) error {
-	return hexutil.UnmarshalFixedText(addressType, input, a[:])
+	return hexutil.UnmarshalFixedText("backend.Address", input, a[:])
 }

@@ -41,7 +41,7 @@ func BenchmarkAppendU256(b *testing.B) {
 }
 
 func BenchmarkDecodeUint64(b *testing.B) {
-	in := []byte("0x112A880")
+	in := "0x112A880"
 	for b.Loop() {
 		if _, err := DecodeUint64(in); err != nil {
 			b.Fatal(err)

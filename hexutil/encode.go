@@ -7,6 +7,23 @@ import (
 	"github.com/holiman/uint256"
 )
 
+// Encode returns b as a 0x-prefixed byte string.
+func Encode(b []byte) string {
+	return string(AppendBytes(make([]byte, 0, 2+2*len(b)), b))
+}
+
+// EncodeUint64 returns v as a quantity.
+func EncodeUint64(v uint64) string {
+	var buf [18]byte
+	return string(AppendUint64(buf[:0], v))
+}
+
+// EncodeU256 returns z as a quantity.
+func EncodeU256(z *uint256.Int) string {
+	var buf [66]byte
+	return string(AppendU256(buf[:0], z))
+}
+
 const digits = "0123456789abcdef"
 
 // pairs holds the two hex digits of every byte value, so that encoding a byte

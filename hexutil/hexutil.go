@@ -33,9 +33,9 @@ var (
 	ErrBig256Range   = errors.New("hex number > 256 bits")
 )
 
-// text is the input of the decoders: a JSON string's bytes as they sit in a
-// request body, or a Go string. Decoding either needs no conversion and so no
-// allocation.
+// text is what the internal decoders read: a Go string, or a JSON string's
+// bytes as they sit in a request body. Reading either in place needs no
+// conversion, and so no allocation, on the path of every request.
 type text interface{ ~string | ~[]byte }
 
 const badNibble = 0xff
@@ -60,8 +60,8 @@ func has0xPrefix[T text](s T) bool {
 }
 
 // Decode decodes a byte string with 0x prefix. "0x" is the empty byte string.
-func Decode(s string) ([]byte, error) {
-	return decodeBytes(s)
+func Decode(input string) ([]byte, error) {
+	return decodeBytes(input)
 }
 
 func decodeBytes[T text](s T) ([]byte, error) {
@@ -80,45 +80,6 @@ func decodeBytes[T text](s T) ([]byte, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// DecodeFixed decodes a byte string with 0x prefix that must be exactly
-// len(out) bytes long, as a hash or an address is. On error out is unchanged.
-func DecodeFixed[T text](s T, out []byte) error {
-	if !has0xPrefix(s) {
-		if len(s) == 0 {
-			return fixedLengthError(0, len(out))
-		}
-		return ErrMissingPrefix
-	}
-	digits := s[2:]
-	if len(digits)%2 != 0 {
-		return ErrOddLength
-	}
-	if len(digits) != 2*len(out) {
-		return fixedLengthError(len(digits), len(out))
-	}
-	for i := 0; i < len(digits); i++ {
-		if nibbles[digits[i]] == badNibble {
-			return ErrSyntax
-		}
-	}
-	return decodeDigits(out, digits)
-}
-
-// LengthError reports a fixed-size byte string of the wrong length. Its
-// message names the digits, as go-ethereum's does.
-type LengthError struct {
-	Digits, Want int // hex digits given and wanted
-}
-
-// Error returns the message go-ethereum gives.
-func (e *LengthError) Error() string {
-	return fmt.Sprintf("hex string has length %d, want %d", e.Digits, e.Want)
-}
-
-func fixedLengthError(digits, size int) error {
-	return &LengthError{Digits: digits, Want: 2 * size}
 }
 
 func decodeDigits[T text](out []byte, digits T) error {
@@ -151,8 +112,8 @@ func checkNumber[T text](s T) (T, error) {
 }
 
 // DecodeUint64 decodes a quantity that fits in 64 bits.
-func DecodeUint64[T text](s T) (uint64, error) {
-	digits, err := checkNumber(s)
+func DecodeUint64(input string) (uint64, error) {
+	digits, err := checkNumber(input)
 	if err != nil {
 		return 0, err
 	}
@@ -175,7 +136,11 @@ func DecodeUint64[T text](s T) (uint64, error) {
 // DecodeU256 decodes a quantity of at most 256 bits into z. As in
 // go-ethereum, an over-long number is a range error before it is a syntax
 // error. On error z is unchanged.
-func DecodeU256[T text](s T, z *uint256.Int) error {
+func DecodeU256(input string, z *uint256.Int) error {
+	return decodeU256(input, z)
+}
+
+func decodeU256[T text](s T, z *uint256.Int) error {
 	digits, err := checkNumber(s)
 	if err != nil {
 		return err
@@ -198,21 +163,4 @@ func DecodeU256[T text](s T, z *uint256.Int) error {
 	}
 	*z = words
 	return nil
-}
-
-// Encode returns b as a 0x-prefixed byte string.
-func Encode(b []byte) string {
-	return string(AppendBytes(make([]byte, 0, 2+2*len(b)), b))
-}
-
-// EncodeUint64 returns v as a quantity.
-func EncodeUint64(v uint64) string {
-	var buf [18]byte
-	return string(AppendUint64(buf[:0], v))
-}
-
-// EncodeU256 returns z as a quantity.
-func EncodeU256(z *uint256.Int) string {
-	var buf [66]byte
-	return string(AppendU256(buf[:0], z))
 }

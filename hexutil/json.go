@@ -15,6 +15,9 @@ import (
 //
 // One difference from go-ethereum is deliberate: the empty string "" is an
 // error (ErrEmptyString), where go-ethereum reads it as zero or as no bytes.
+//
+// Their marshalling methods have value receivers, so that a value encodes
+// alike whether it is held by value or by pointer, as go-ethereum's do.
 
 var (
 	bytesType  = reflect.TypeFor[Bytes]()
@@ -142,8 +145,8 @@ func (v Uint) String() string { return EncodeUint64(uint64(v)) }
 type U256 uint256.Int
 
 // MarshalText implements encoding.TextMarshaler.
-func (z *U256) MarshalText() ([]byte, error) {
-	return AppendU256(make([]byte, 0, 66), (*uint256.Int)(z)), nil
+func (z U256) MarshalText() ([]byte, error) {
+	return AppendU256(make([]byte, 0, 66), (*uint256.Int)(&z)), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -157,50 +160,11 @@ func (z *U256) UnmarshalJSON(input []byte) error {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (z *U256) UnmarshalText(input []byte) error {
-	return DecodeU256(input, (*uint256.Int)(z))
+	return decodeU256(input, (*uint256.Int)(z))
 }
 
 // String returns the hex form of z.
-func (z *U256) String() string { return EncodeU256((*uint256.Int)(z)) }
-
-// UnmarshalFixedJSON decodes a JSON string holding exactly len(out) bytes of
-// hex into out, for hash and address types; typ names the type in errors, as
-// in "hex string has length 62, want 64 for backend.Hash".
-func UnmarshalFixedJSON(typ reflect.Type, input, out []byte) error {
-	s, err := jsonString(input, typ)
-	if err != nil {
-		return err
-	}
-	err = UnmarshalFixedText(typ, s, out)
-	if _, ok := err.(*TypeLengthError); ok {
-		return err
-	}
-	return wrapTypeError(err, typ)
-}
-
-// UnmarshalFixedText is UnmarshalFixedJSON for the text inside the quotes;
-// its errors other than the length error are the plain named errors.
-func UnmarshalFixedText(typ reflect.Type, input, out []byte) error {
-	err := DecodeFixed(input, out)
-	if le, ok := err.(*LengthError); ok {
-		return &TypeLengthError{LengthError: *le, Type: typ}
-	}
-	return err
-}
-
-// TypeLengthError is a LengthError for a named type.
-type TypeLengthError struct {
-	LengthError
-	Type reflect.Type
-}
-
-// Error returns the message go-ethereum gives, with the type.
-func (e *TypeLengthError) Error() string {
-	return e.LengthError.Error() + " for " + e.Type.String()
-}
-
-// Unwrap returns the LengthError.
-func (e *TypeLengthError) Unwrap() error { return &e.LengthError }
+func (z U256) String() string { return EncodeU256((*uint256.Int)(&z)) }
 
 // jsonString returns the content of a JSON string without its quotes. Escape
 // sequences are not decoded: no valid hex string contains one, and go-ethereum
@@ -212,9 +176,15 @@ func jsonString(input []byte, typ reflect.Type) ([]byte, error) {
 	return input[1 : len(input)-1], nil
 }
 
+// wrapTypeError gives a decoding error the form of encoding/json's own,
+// naming the type. A *LengthError names its type already, and is returned
+// as it is, as go-ethereum returns its length error.
 func wrapTypeError(err error, typ reflect.Type) error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := err.(*LengthError); ok {
+		return err
 	}
 	return &json.UnmarshalTypeError{Value: err.Error(), Type: typ}
 }

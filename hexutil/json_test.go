@@ -2,7 +2,9 @@ package hexutil
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/holiman/uint256"
@@ -98,4 +100,62 @@ func repeat(s string, n int) string {
 		out += s
 	}
 	return out
+}
+
+// TestMarshalByValueAndPointer checks that every type encodes the same held
+// by value and by pointer, as go-ethereum's do: a pointer-receiver
+// MarshalText is skipped for a value, and encoding/json then writes the
+// underlying type (U256 by value came out as an array of four numbers).
+func TestMarshalByValueAndPointer(t *testing.T) {
+	z := U256(*uint256.MustFromHex("0x1000000000000000000000000"))
+	b, u, i := Bytes{1, 2, 0xff}, Uint64(0xabc), Uint(7)
+	tests := []struct {
+		name           string
+		byValue, byPtr any
+		want           string
+	}{
+		{"Bytes", struct{ V Bytes }{b}, struct{ V *Bytes }{&b}, `{"V":"0x0102ff"}`},
+		{"Uint64", struct{ V Uint64 }{u}, struct{ V *Uint64 }{&u}, `{"V":"0xabc"}`},
+		{"Uint", struct{ V Uint }{i}, struct{ V *Uint }{&i}, `{"V":"0x7"}`},
+		{"U256", struct{ V U256 }{z}, struct{ V *U256 }{&z}, `{"V":"0x1000000000000000000000000"}`},
+	}
+	for _, tt := range tests {
+		for form, v := range map[string]any{"by value": tt.byValue, "by pointer": tt.byPtr} {
+			got, err := json.Marshal(v)
+			if err != nil {
+				t.Errorf("%s %s: %v", tt.name, form, err)
+				continue
+			}
+			if string(got) != tt.want {
+				t.Errorf("%s %s: Marshal = %s, want %s", tt.name, form, got, tt.want)
+			}
+		}
+	}
+}
+
+// UnmarshalFixedText names the type in the length error only, as
+// go-ethereum's does; the other errors are the plain ones.
+func TestUnmarshalFixedText(t *testing.T) {
+	tests := []struct {
+		in  string
+		err string
+	}{
+		{"0x" + repeat("ab", 20), ""},
+		{"", "hex string has length 0, want 40 for common.Address"},
+		{"0x" + repeat("ab", 19), "hex string has length 38, want 40 for common.Address"},
+		{"0x" + repeat("ab", 19) + "a", ErrOddLength.Error()},
+		{repeat("ab", 20), ErrMissingPrefix.Error()},
+		{"0x" + repeat("zz", 20), ErrSyntax.Error()},
+	}
+	for _, tt := range tests {
+		var out [20]byte
+		err := UnmarshalFixedText("common.Address", []byte(tt.in), out[:])
+		if got := errString(err); got != tt.err {
+			t.Errorf("UnmarshalFixedText(%q) error = %q, want %q", tt.in, got, tt.err)
+		}
+		var le *LengthError
+		if strings.HasPrefix(tt.err, "hex string has length") && (!errors.As(err, &le) || le.TypeName != "common.Address") {
+			t.Errorf("UnmarshalFixedText(%q) error %v, want a *LengthError naming common.Address", tt.in, err)
+		}
+	}
 }
