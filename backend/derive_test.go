@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/holiman/uint256"
 	"golang.org/x/crypto/sha3"
 )
@@ -854,10 +854,7 @@ func transactionFromRLP(t *testing.T, it rlpItem) (*Transaction, []byte) {
 // chain (Frontier through Prague, with uncles, withdrawals, and transactions
 // of every type) and checks every derived value against the blocks' own.
 func TestChainRLP(t *testing.T) {
-	if _, err := os.Stat("../../shared/fixtures"); err != nil {
-		t.Skipf("conformance fixtures not found: ../shared/fixtures (beside the repository root) is missing: %v", err)
-	}
-	data, err := os.ReadFile("../../shared/fixtures/execution-apis/chain.rlp")
+	data, err := os.ReadFile(fixtures.Path(t, "execution-apis", "chain.rlp"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -937,10 +934,7 @@ func TestChainRLP(t *testing.T) {
 // mainnet fixtures.
 func largestMainnetBlock(b *testing.B) *Block {
 	b.Helper()
-	if _, err := os.Stat("../../shared/fixtures"); err != nil {
-		b.Skipf("conformance fixtures not found: ../shared/fixtures (beside the repository root) is missing: %v", err)
-	}
-	data, err := os.ReadFile(filepath.Join("../../shared/fixtures", "mainnet", "eth_getBlockByNumber", "test_08.json"))
+	data, err := os.ReadFile(fixtures.Path(b, "mainnet", "eth_getBlockByNumber", "test_08.json"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -28,10 +29,7 @@ func addBlockSeeds(f *testing.F) {
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"transactions":[{}]}`))
 
-	if _, err := os.Stat(fixturesDir); err != nil {
-		return // the synthetic seeds alone
-	}
-	paths, _ := filepath.Glob(filepath.Join(fixturesDir, "execution-apis", "eth_getBlockBy*", "*.io"))
+	paths, _ := filepath.Glob(fixtures.Path(f, "execution-apis", "eth_getBlockBy*", "*.io"))
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -47,7 +45,7 @@ func addBlockSeeds(f *testing.F) {
 		}
 	}
 	for _, name := range []string{"eth_getBlockByHash/test_10.json", "eth_getBlockByNumber/test_01.json"} {
-		for _, c := range readMainnetCases(f, filepath.Join(fixturesDir, "mainnet", name)) {
+		for _, c := range readMainnetCases(f, fixtures.Path(f, "mainnet", name)) {
 			f.Add([]byte(c.Response.Result))
 		}
 	}

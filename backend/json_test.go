@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/holiman/uint256"
@@ -20,20 +21,6 @@ import (
 
 // ---------------------------------------------------------------------------
 // Fixtures
-
-// fixturesDir is the shared conformance data, which sits next to the
-// repository checkout as ../shared/fixtures; this package is one level down.
-const fixturesDir = "../../shared/fixtures"
-
-// fixturePath returns a path inside the fixtures folder, skipping the test
-// when the folder is not there.
-func fixturePath(tb testing.TB, elem ...string) string {
-	tb.Helper()
-	if _, err := os.Stat(fixturesDir); err != nil {
-		tb.Skipf("conformance fixtures not found: ../shared/fixtures (beside the repository root) is missing: %v", err)
-	}
-	return filepath.Join(append([]string{fixturesDir}, elem...)...)
-}
 
 // glob is filepath.Glob for patterns that cannot be malformed.
 func glob(tb testing.TB, pattern string) []string {
@@ -186,7 +173,7 @@ const nullTotalDifficulty = `"totalDifficulty":null,`
 // execution-apis tests and encodes it again: apart from the totalDifficulty
 // member this project adds, the bytes must be go-ethereum's.
 func TestGethBlockObjects(t *testing.T) {
-	dir := fixturePath(t, "execution-apis")
+	dir := fixtures.Path(t, "execution-apis")
 	files := append(glob(t, filepath.Join(dir, "eth_getBlockByNumber", "*.io")),
 		glob(t, filepath.Join(dir, "eth_getBlockByHash", "*.io"))...)
 	if len(files) == 0 {
@@ -225,7 +212,7 @@ func TestGethBlockObjects(t *testing.T) {
 // production client served them, and that encoding them gives the same JSON
 // (compared as values: those files are not in go-ethereum's key order).
 func TestMainnetBlocks(t *testing.T) {
-	dir := fixturePath(t, "mainnet")
+	dir := fixtures.Path(t, "mainnet")
 	files := glob(t, filepath.Join(dir, "*", "*.json"))
 	if len(files) == 0 {
 		t.Fatalf("no fixture files under %s", dir)

@@ -7,29 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/google/go-cmp/cmp"
 	"github.com/holiman/uint256"
 )
 
-// fixtureDir is the shared conformance data: ../shared/fixtures from the
-// repository root.
-const fixtureDir = "../../shared/fixtures"
-
 // fixtureBlock decodes the block that an eth_getBlockByNumber fixture file
 // answers, skipping the test when the fixtures are not there.
 func fixtureBlock(t *testing.T, file string) *backend.Block {
 	t.Helper()
-	if _, err := os.Stat(fixtureDir); err != nil {
-		t.Skipf("mainnet fixtures not found: ../shared/fixtures (%s from this package) is missing", fixtureDir)
-	}
-	data, err := os.ReadFile(filepath.Join(fixtureDir, "mainnet", "eth_getBlockByNumber", file))
+	data, err := os.ReadFile(fixtures.Path(t, "mainnet", "eth_getBlockByNumber", file))
 	if err != nil {
 		t.Fatal(err)
 	}
