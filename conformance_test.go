@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/google/go-cmp/cmp"
 )
@@ -21,7 +22,7 @@ type mainnetCase struct {
 
 func mainnetCases(t testing.TB) []mainnetCase {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(fixturePath(t, "mainnet"), "*", "*.json"))
+	files, err := filepath.Glob(filepath.Join(fixtures.Path(t, "mainnet"), "*", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no mainnet fixtures: %v", err)
 	}

@@ -6,26 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 )
-
-// fixtures is where the shared conformance data sits, beside the checkout.
-const fixtures = "../shared/fixtures"
-
-// fixturePath returns a path inside the fixtures folder, skipping the test
-// when the folder is not there.
-func fixturePath(t testing.TB, elem ...string) string {
-	t.Helper()
-	if _, err := os.Stat(fixtures); err != nil {
-		t.Skipf("conformance fixtures not found: %s is missing", fixtures)
-	}
-	return filepath.Join(append([]string{fixtures}, elem...)...)
-}
 
 const testKey = "test-key"
 
