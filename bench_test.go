@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
 )
@@ -35,7 +34,7 @@ func largestMainnetBlock(b *testing.B) (*memstore.Store, *backend.Block) {
 // of the answer.
 func BenchmarkHandler(b *testing.B) {
 	store, _ := largestMainnetBlock(b)
-	h := blockrpc.NewHandler(blockrpc.NewService(store), blockrpc.WithKeys(blockrpc.NewKeySet(testKey)))
+	h := newHandler(store)
 	for _, bc := range []struct {
 		name, body string
 	}{

@@ -2,69 +2,11 @@ package blockrpc_test
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/google/go-cmp/cmp"
 )
-
-// mainnetCase is one case of the mainnet fixtures: a request and the answer
-// a production client gave.
-type mainnetCase struct {
-	file     string
-	Request  json.RawMessage `json:"request"`
-	Response json.RawMessage `json:"response"`
-}
-
-func mainnetCases(t testing.TB) []mainnetCase {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(fixtures.Path(t, "mainnet"), "*", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no mainnet fixtures: %v", err)
-	}
-	var cases []mainnetCase
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var fc []mainnetCase
-		if err := json.Unmarshal(data, &fc); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for i := range fc {
-			fc[i].file = filepath.Join(filepath.Base(filepath.Dir(f)), filepath.Base(f))
-		}
-		cases = append(cases, fc...)
-	}
-	return cases
-}
-
-// mainnetDump turns the block objects of the fixture answers into a dump:
-// the blocks go in through the loader like any user's data.
-func mainnetDump(t testing.TB, cases []mainnetCase) []byte {
-	t.Helper()
-	var dump bytes.Buffer
-	for _, c := range cases {
-		var resp struct{ Result json.RawMessage }
-		if err := json.Unmarshal(c.Response, &resp); err != nil {
-			t.Fatalf("%s: %v", c.file, err)
-		}
-		if string(resp.Result) == "null" {
-			continue
-		}
-		dump.WriteString(`{"block":`)
-		if err := json.Compact(&dump, resp.Result); err != nil {
-			t.Fatalf("%s: %v", c.file, err)
-		}
-		dump.WriteString("}\n")
-	}
-	return dump.Bytes()
-}
 
 // TestMainnetConformance loads real mainnet blocks through the dump loader,
 // which recomputes and checks every hash, size and transaction hash, and

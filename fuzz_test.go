@@ -4,21 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
 )
-
-// serveBody answers body as a POST to /v3/testKey, calling h directly.
-func serveBody(h http.Handler, body []byte) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, "/v3/"+testKey, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
 
 // checkAnswerObject checks one JSON-RPC answer object: jsonrpc "2.0", an
 // id that is neither an object nor an array, and exactly one of result and
@@ -98,10 +88,7 @@ var fuzzSeeds = []string{
 func FuzzHandler(f *testing.F) {
 	c := newTestChain(f)
 	// Small limits, so that the fuzzer reaches them.
-	h := blockrpc.NewHandler(blockrpc.NewService(c.store),
-		blockrpc.WithKeys(blockrpc.NewKeySet(testKey)),
-		blockrpc.WithBatchLimit(5),
-		blockrpc.WithResponseLimit(4096))
+	h := newHandler(c.store, blockrpc.WithBatchLimit(5), blockrpc.WithResponseLimit(4096))
 	for _, seed := range fuzzSeeds {
 		f.Add([]byte(seed))
 	}
@@ -147,7 +134,7 @@ func FuzzHandler(f *testing.F) {
 // only from an array of exactly two arguments of the right JSON kinds.
 func FuzzParams(f *testing.F) {
 	c := newTestChain(f)
-	h := blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(blockrpc.NewKeySet(testKey)))
+	h := newHandler(c.store)
 	methods := []string{"eth_getBlockByNumber", "eth_getUncleByBlockHashAndIndex", "eth_getBlockByHash"}
 
 	hash := `"` + c.blocks[3].Hash.String() + `"`

@@ -1,0 +1,265 @@
+package blockrpc_test
+
+// Block results: by number and tag, pending, safe and finalized, by hash.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/google/go-cmp/cmp"
+)
+
+// checkBlockObject checks what every block answer has: a hash, or null for
+// the pending block, and a totalDifficulty member.
+func checkBlockObject(t testing.TB, block map[string]any) {
+	t.Helper()
+	if _, ok := block["totalDifficulty"]; !ok {
+		t.Errorf("block %v has no totalDifficulty member", block["number"])
+	}
+	for _, member := range []string{"hash", "parentHash", "number", "transactions", "uncles", "difficulty", "size"} {
+		if _, ok := block[member]; !ok {
+			t.Errorf("block %v has no %s member", block["number"], member)
+		}
+	}
+}
+
+func TestGetBlockByNumberResults(t *testing.T) {
+	c := newTestChain(t)
+	srv := newServer(t, c.store)
+	svc := blockrpc.NewService(c.store)
+	for _, tc := range []struct {
+		param string
+		want  int // the canonical block answered, -1 for null
+	}{
+		{"0x0", 0},
+		{"0x1", 1},
+		{"0x2", 2},
+		{"0x3", 3},
+		{"0x4", -1}, // the pending block is not canonical
+		{"0xA", -1},
+		{"0x7fffffffffffffff", -1},
+		{"latest", 3},
+		{"earliest", 0},
+		{"safe", -1},
+		{"finalized", -1},
+	} {
+		for _, fullTx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fullTx=%v", tc.param, fullTx), func(t *testing.T) {
+				a := call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`[%q,%v]`, tc.param, fullTx)))
+				if tc.want < 0 {
+					checkNullResult(t, a)
+					return
+				}
+				want := c.blocks[tc.want]
+				block := resultObject(t, a)
+				checkBlockObject(t, block)
+				checkBlockNumber(t, block, fmt.Sprintf("0x%x", tc.want))
+				if block["hash"] != want.Hash.String() {
+					t.Errorf("hash %v, want %s", block["hash"], want.Hash)
+				}
+				if block["totalDifficulty"] != hexU256(want.TotalDifficulty) {
+					t.Errorf("totalDifficulty %v, want %s", block["totalDifficulty"], hexU256(want.TotalDifficulty))
+				}
+				txs, _ := block["transactions"].([]any)
+				if len(txs) != len(want.Transactions) {
+					t.Fatalf("%d transactions, want %d", len(txs), len(want.Transactions))
+				}
+				for i, tx := range txs {
+					wantHash := want.Transactions[i].Hash.String()
+					if !fullTx {
+						if tx != wantHash {
+							t.Errorf("transactions[%d] = %v, want the hash %s", i, tx, wantHash)
+						}
+						continue
+					}
+					obj, ok := tx.(map[string]any)
+					if !ok || obj["hash"] != wantHash || obj["blockHash"] != want.Hash.String() || obj["transactionIndex"] != fmt.Sprintf("0x%x", i) {
+						t.Errorf("transactions[%d] = %v, want the object of %s at index %d of block %s", i, tx, wantHash, i, want.Hash)
+					}
+				}
+
+				// The handler answers what the typed Service returns.
+				number, err := backend.ParseBlockNumber(tc.param)
+				if err != nil {
+					t.Fatal(err)
+				}
+				typed, err := svc.GetBlockByNumber(context.Background(), number, fullTx)
+				if err != nil {
+					t.Fatalf("Service.GetBlockByNumber: %v", err)
+				}
+				typedJSON, err := json.Marshal(typed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(decode(t, typedJSON), decode(t, a.Result)); diff != "" {
+					t.Errorf("answer differs from Service.GetBlockByNumber (-typed +answer):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+func TestGetBlockByNumberTagsFollowTheChain(t *testing.T) {
+	// A chain held from block 100 on, without its ancestry.
+	c := &testChain{store: memstore.New()}
+	for n := uint64(100); n <= 102; n++ {
+		c.add(t, &backend.Block{Header: testHeader(n)})
+	}
+	if err := c.store.SetSafe(101); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.SetFinalized(100); err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, c.store)
+	for _, tc := range []struct{ tag, want string }{
+		{"earliest", "0x64"},
+		{"latest", "0x66"},
+		{"safe", "0x65"},
+		{"finalized", "0x64"},
+		{"0x65", "0x65"},
+	} {
+		t.Run(tc.tag, func(t *testing.T) {
+			block := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["`+tc.tag+`",false]`)))
+			checkBlockObject(t, block)
+			checkBlockNumber(t, block, tc.want)
+			// Without the ancestry the total difficulty is unknown, and
+			// the member is there all the same.
+			if td, ok := block["totalDifficulty"]; !ok || td != nil {
+				t.Errorf("totalDifficulty %v (present %v), want null", td, ok)
+			}
+		})
+	}
+	checkNullResult(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["0x63",false]`)))
+	checkNullResult(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["pending",false]`)))
+
+	// An empty chain has no block for any tag.
+	empty := newServer(t, memstore.New())
+	for _, tag := range []string{"earliest", "latest", "pending", "safe", "finalized", "0x0"} {
+		checkNullResult(t, call(t, empty, rpcRequest("eth_getBlockByNumber", `["`+tag+`",true]`)))
+	}
+}
+
+func TestGetBlockByNumberPending(t *testing.T) {
+	c := newTestChain(t)
+	srv := newServer(t, c.store)
+	for _, fullTx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fullTx=%v", fullTx), func(t *testing.T) {
+			block := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`["pending",%v]`, fullTx))))
+			checkBlockObject(t, block)
+			for _, member := range []string{"hash", "nonce", "logsBloom", "number"} {
+				if v, ok := block[member]; !ok || v != nil {
+					t.Errorf("%s = %v (present %v), want null", member, v, ok)
+				}
+			}
+			if block["parentHash"] != c.blocks[3].Hash.String() {
+				t.Errorf("parentHash %v, want %s", block["parentHash"], c.blocks[3].Hash)
+			}
+			wantTime := fmt.Sprintf("0x%x", c.pending.Timestamp)
+			if block["timestamp"] != wantTime {
+				t.Errorf("timestamp %v, want %s", block["timestamp"], wantTime)
+			}
+			txs, _ := block["transactions"].([]any)
+			if len(txs) != 1 {
+				t.Fatalf("transactions %v, want one", block["transactions"])
+			}
+			if !fullTx {
+				if s, ok := txs[0].(string); !ok || len(s) != 66 {
+					t.Errorf("transactions[0] = %v, want a hash", txs[0])
+				}
+				return
+			}
+			tx, ok := txs[0].(map[string]any)
+			if !ok {
+				t.Fatalf("transactions[0] = %v, want an object", txs[0])
+			}
+			for _, member := range []string{"blockHash", "blockNumber"} {
+				if v, ok := tx[member]; !ok || v != nil {
+					t.Errorf("transaction %s = %v (present %v), want null", member, v, ok)
+				}
+			}
+			if tx["blockTimestamp"] != wantTime {
+				t.Errorf("transaction blockTimestamp %v, want %s", tx["blockTimestamp"], wantTime)
+			}
+			if tx["transactionIndex"] != "0x0" {
+				t.Errorf("transaction transactionIndex %v, want 0x0", tx["transactionIndex"])
+			}
+		})
+	}
+	t.Run("cleared", func(t *testing.T) {
+		if err := c.store.SetPending(nil); err != nil {
+			t.Fatal(err)
+		}
+		checkNullResult(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["pending",true]`)))
+	})
+}
+
+func TestGetBlockByNumberSafeAndFinalized(t *testing.T) {
+	c := newTestChain(t)
+	srv := newServer(t, c.store)
+	get := func(tag string) answer {
+		return call(t, srv, rpcRequest("eth_getBlockByNumber", `["`+tag+`",false]`))
+	}
+	checkNullResult(t, get("safe"))
+	checkNullResult(t, get("finalized"))
+	if err := c.store.SetSafe(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.SetFinalized(1); err != nil {
+		t.Fatal(err)
+	}
+	checkBlockNumber(t, resultObject(t, get("safe")), "0x2")
+	checkBlockNumber(t, resultObject(t, get("finalized")), "0x1")
+}
+
+func TestGetBlockByHash(t *testing.T) {
+	c := newTestChain(t)
+	srv := newServer(t, c.store)
+	byHash := func(hash backend.Hash, fullTx bool) answer {
+		return call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q,%v]`, hash, fullTx)))
+	}
+	for n, b := range c.blocks {
+		for _, fullTx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("block %d/fullTx=%v", n, fullTx), func(t *testing.T) {
+				got := byHash(b.Hash, fullTx)
+				block := resultObject(t, got)
+				checkBlockObject(t, block)
+				want := call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`["0x%x",%v]`, n, fullTx)))
+				if diff := cmp.Diff(decode(t, want.Result), decode(t, got.Result)); diff != "" {
+					t.Errorf("block by hash differs from block by number (-number +hash):\n%s", diff)
+				}
+			})
+		}
+	}
+	t.Run("unknown hash", func(t *testing.T) {
+		checkNullResult(t, byHash(backend.Hash{0x12, 0x34}, false))
+		checkNullResult(t, byHash(c.uncle.Hash, true)) // an uncle is no block
+	})
+	t.Run("block off the canonical chain", func(t *testing.T) {
+		old := c.blocks[3]
+		fork := &backend.Block{Header: testHeader(3)}
+		fork.ParentHash = c.blocks[2].Hash
+		fork.ExtraData = []byte("a competing block 3")
+		if err := c.store.AddBlock(fork); err != nil {
+			t.Fatal(err)
+		}
+		latest := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["latest",false]`)))
+		if latest["hash"] == old.Hash.String() {
+			t.Fatalf("the fork did not become canonical")
+		}
+		block := resultObject(t, byHash(old.Hash, false))
+		if block["hash"] != old.Hash.String() {
+			t.Errorf("hash %v, want %s", block["hash"], old.Hash)
+		}
+	})
+	t.Run("params", func(t *testing.T) {
+		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", `["0x12",false]`)), -32602, "invalid argument 0: hex string has length 2, want 64 for common.Hash")
+		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q]`, c.blocks[0].Hash))), -32602, "missing value for required argument 1")
+		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q,null]`, c.blocks[0].Hash))), -32602, "invalid argument 1: json: cannot unmarshal null into Go value of type bool")
+	})
+}

@@ -1,0 +1,329 @@
+package blockrpc_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The JSON-RPC envelope: errors, members, ids, notifications and batches.
+
+func TestEnvelopeErrors(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	const params = `,"params":["latest",false]`
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"invalid JSON", `{"jsonrpc":"2.0",`, errorAnswer("null", -32700, "parse error")},
+		{"empty body", ``, errorAnswer("null", -32700, "parse error")},
+		{"only whitespace", " \n\t", errorAnswer("null", -32700, "parse error")},
+		{"two values: the first is answered", `{} {}`, errorAnswer("null", -32600, "invalid request")},
+		{"unterminated batch", `[{"jsonrpc":"2.0","id":1,"method":"eth_foo"}`, errorAnswer("null", -32700, "parse error")},
+		{"number", `1`, errorAnswer("null", -32600, "invalid request")},
+		{"string", `"x"`, errorAnswer("null", -32600, "invalid request")},
+		{"null", `null`, errorAnswer("null", -32600, "invalid request")},
+		{"boolean", `true`, errorAnswer("null", -32600, "invalid request")},
+		{"empty object", `{}`, errorAnswer("null", -32600, "invalid request")},
+		{"missing jsonrpc", `{"id":7,"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("7", -32600, "invalid request")},
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":7,"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("7", -32600, "invalid request")},
+		{"jsonrpc as a number", `{"jsonrpc":2.0,"id":"seven","method":"eth_getBlockByNumber"` + params + `}`, errorAnswer(`"seven"`, -32600, "invalid request")},
+		{"missing method", `{"jsonrpc":"2.0","id":7` + params + `}`, errorAnswer("7", -32600, "invalid request")},
+		{"method not a string", `{"jsonrpc":"2.0","id":7,"method":1` + params + `}`, errorAnswer("7", -32600, "invalid request")},
+		{"empty method", `{"jsonrpc":"2.0","id":7,"method":""` + params + `}`, errorAnswer("7", -32600, "invalid request")},
+		{"notification without jsonrpc", `{"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("null", -32600, "invalid request")},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("null", -32600, "invalid request")},
+		{"array id", `{"jsonrpc":"2.0","id":[1],"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("null", -32600, "invalid request")},
+		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"eth_foo"` + params + `}`, errorAnswer("7", -32601, "the method eth_foo does not exist/is not available")},
+		{"method name in another case", `{"jsonrpc":"2.0","id":7,"method":"ETH_GETBLOCKBYNUMBER"` + params + `}`, errorAnswer("7", -32601, "the method ETH_GETBLOCKBYNUMBER does not exist/is not available")},
+		{"method name too long", `{"jsonrpc":"2.0","id":7,"method":"` + strings.Repeat("m", 2049) + `"}`, errorAnswer("7", -32600, "method name too long: 2049 > 2048")},
+		{"longest method name", `{"jsonrpc":"2.0","id":7,"method":"` + strings.Repeat("m", 2048) + `"}`, errorAnswer("7", -32601, "the method "+strings.Repeat("m", 2048)+" does not exist/is not available")},
+		{"method of another namespace", `{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":[]}`, errorAnswer("7", -32601, "the method eth_getBalance does not exist/is not available")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := post(t, srv, tc.body)
+			if status != http.StatusOK {
+				t.Fatalf("status %d, want 200; body %s", status, out)
+			}
+			parseAnswer(t, out) // a single answer object
+			if diff := cmp.Diff(decode(t, []byte(tc.want)), decode(t, out)); diff != "" {
+				t.Errorf("request %s: answer differs (-want +got):\n%s", tc.body, diff)
+			}
+		})
+	}
+}
+
+func TestEnvelopeMembers(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"member order", `{"params":["0x1",false],"method":"eth_getBlockByNumber","id":1,"jsonrpc":"2.0"}`},
+		{"whitespace", " \n{ \"jsonrpc\" : \"2.0\" ,\t\"id\" : 1 , \"method\" : \"eth_getBlockByNumber\" , \"params\" : [ \"0x1\" , false ] }\n"},
+		{"keys in another case", `{"JSONRPC":"2.0","Id":1,"Method":"eth_getBlockByNumber","PARAMS":["0x1",false]}`},
+		{"escaped method name", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlock\u0042yNumber","params":["0x1",false]}`},
+		{"escaped version", `{"jsonrpc":"2\u002e0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false]}`},
+		{"unknown members", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false],"extra":{"x":[1,2]}}`},
+		{"last duplicate wins", `{"jsonrpc":"2.0","id":1,"method":"eth_foo","method":"eth_getBlockByNumber","params":["0x1",false]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := call(t, srv, tc.body)
+			if string(a.ID) != "1" {
+				t.Errorf("id %s, want 1", a.ID)
+			}
+			checkBlockNumber(t, resultObject(t, a), "0x1")
+		})
+	}
+}
+
+func TestEnvelopeIDEcho(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	for _, id := range []string{
+		`1`,
+		`0`,
+		`-7`,
+		`1.50`,
+		`1e3`,
+		`123456789012345678901234567890123456789`,
+		`"abc"`,
+		`""`,
+		`"a \"quoted\" \\ \u00e9 \n word"`,
+		`"0x1"`,
+		`null`,
+		`true`,
+	} {
+		t.Run(id, func(t *testing.T) {
+			a := call(t, srv, `{"jsonrpc":"2.0","id":`+id+`,"method":"eth_getBlockByNumber","params":["latest",false]}`)
+			if string(a.ID) != id {
+				t.Errorf("id echoed as %s, want %s exactly", a.ID, id)
+			}
+			checkBlockNumber(t, resultObject(t, a), "0x3")
+		})
+	}
+	// An error answer echoes the id too.
+	a := call(t, srv, `{"jsonrpc":"2.0","id":1.50,"method":"eth_foo"}`)
+	if string(a.ID) != "1.50" {
+		t.Errorf("error answer: id echoed as %s, want 1.50", a.ID)
+	}
+	checkError(t, a, -32601, "the method eth_foo does not exist/is not available")
+}
+
+func TestEnvelopeNotifications(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	for _, tc := range []struct {
+		name, body string
+	}{
+		{"call", `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`},
+		{"unknown method", `{"jsonrpc":"2.0","method":"eth_foo"}`},
+		{"invalid params", `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["0x01"]}`},
+		{"batch of notifications", `[{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]},{"jsonrpc":"2.0","method":"eth_foo"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := post(t, srv, tc.body)
+			if status != http.StatusOK {
+				t.Errorf("status %d, want 200", status)
+			}
+			if len(out) != 0 {
+				t.Errorf("a notification was answered: %s", out)
+			}
+		})
+	}
+}
+
+func TestBatch(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	const (
+		notification = `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`
+		unknown      = `{"jsonrpc":"2.0","id":"x","method":"eth_foo"}`
+	)
+	byNumber := func(id, number string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"eth_getBlockByNumber","params":["` + number + `",false]}`
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{
+			name: "answers in request order",
+			body: "[" + byNumber("3", "0x2") + "," + byNumber("1", "0x0") + "," + byNumber("2", "0x1") + "]",
+			want: []string{"3 result", "1 result", "2 result"},
+		},
+		{
+			name: "notifications omitted",
+			body: "[" + notification + "," + byNumber("3", "0x2") + "," + notification + "," + unknown + "," + notification + "]",
+			want: []string{"3 result", `"x" error -32601 the method eth_foo does not exist/is not available`},
+		},
+		{
+			name: "elements that are not objects",
+			body: `[1, "x", null, true, [], ` + byNumber("5", "0x0") + `]`,
+			want: []string{
+				"null error -32600 invalid request",
+				"null error -32600 invalid request",
+				"null error -32600 invalid request",
+				"null error -32600 invalid request",
+				"null error -32600 invalid request",
+				"5 result",
+			},
+		},
+		{
+			name: "invalid calls keep their ids",
+			body: `[{"id":1,"method":"eth_foo"},{"jsonrpc":"2.0","id":{},"method":"eth_foo"},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":[]}]`,
+			want: []string{
+				"1 error -32600 invalid request",
+				"null error -32600 invalid request",
+				"2 error -32602 missing value for required argument 0",
+			},
+		},
+		{
+			name: "single call",
+			body: " [ " + byNumber("9", "latest") + " ] ",
+			want: []string{"9 result"},
+		},
+		{
+			name: "nested batch",
+			body: "[[" + byNumber("1", "latest") + "]]",
+			want: []string{"null error -32600 invalid request"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkAnswers(t, tc.body, callBatch(t, srv, tc.body), tc.want)
+		})
+	}
+
+	t.Run("results match their calls", func(t *testing.T) {
+		answers := callBatch(t, srv, "["+byNumber("1", "0x2")+","+byNumber("2", "0x0")+","+byNumber("3", "latest")+"]")
+		for i, want := range []string{"0x2", "0x0", "0x3"} {
+			checkBlockNumber(t, resultObject(t, answers[i]), want)
+		}
+	})
+	t.Run("empty batch", func(t *testing.T) {
+		for _, body := range []string{`[]`, " [ \n ] "} {
+			status, out := post(t, srv, body)
+			if status != http.StatusOK {
+				t.Errorf("status %d, want 200", status)
+			}
+			// A single error, not an array.
+			checkError(t, parseAnswer(t, out), -32600, "empty batch")
+			if id := parseAnswer(t, out).ID; string(id) != "null" {
+				t.Errorf("id %s, want null", id)
+			}
+		}
+	})
+}
+
+func TestBatchLimit(t *testing.T) {
+	store := newTestChain(t).store
+	calls := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x0",false]}`, 10+i)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	const notification = `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`
+
+	limited := newServer(t, store, blockrpc.WithBatchLimit(2))
+	t.Run("at the limit", func(t *testing.T) {
+		if answers := callBatch(t, limited, calls(2)); len(answers) != 2 {
+			t.Errorf("%d answers, want 2", len(answers))
+		}
+	})
+	t.Run("over the limit", func(t *testing.T) {
+		answers := callBatch(t, limited, calls(3))
+		if len(answers) != 1 {
+			t.Fatalf("%d answers, want one error", len(answers))
+		}
+		checkError(t, answers[0], -32600, "batch too large")
+		if string(answers[0].ID) != "10" {
+			t.Errorf("id %s, want 10: the first call's", answers[0].ID)
+		}
+	})
+	t.Run("first call after a notification and an invalid element", func(t *testing.T) {
+		answers := callBatch(t, limited, "["+notification+`,1,{"jsonrpc":"2.0","id":"first","method":"eth_foo"},{"jsonrpc":"2.0","id":2,"method":"eth_foo"}]`)
+		if len(answers) != 1 {
+			t.Fatalf("%d answers, want one error", len(answers))
+		}
+		checkError(t, answers[0], -32600, "batch too large")
+		if string(answers[0].ID) != `"first"` {
+			t.Errorf(`id %s, want "first": the first call's`, answers[0].ID)
+		}
+	})
+	t.Run("no call at all", func(t *testing.T) {
+		answers := callBatch(t, limited, "["+notification+","+notification+","+notification+"]")
+		if len(answers) != 1 {
+			t.Fatalf("%d answers, want one error", len(answers))
+		}
+		checkError(t, answers[0], -32600, "batch too large")
+		if string(answers[0].ID) != "null" {
+			t.Errorf("id %s, want null", answers[0].ID)
+		}
+	})
+	t.Run("default limit", func(t *testing.T) {
+		srv := newServer(t, store)
+		if answers := callBatch(t, srv, calls(blockrpc.DefaultBatchLimit)); len(answers) != blockrpc.DefaultBatchLimit {
+			t.Errorf("%d answers to %d calls", len(answers), blockrpc.DefaultBatchLimit)
+		}
+		answers := callBatch(t, srv, calls(blockrpc.DefaultBatchLimit+1))
+		if len(answers) != 1 {
+			t.Fatalf("%d answers, want one error", len(answers))
+		}
+		checkError(t, answers[0], -32600, "batch too large")
+	})
+	t.Run("no limit", func(t *testing.T) {
+		srv := newServer(t, store, blockrpc.WithBatchLimit(0))
+		n := blockrpc.DefaultBatchLimit + 1
+		answers := callBatch(t, srv, calls(n))
+		if len(answers) != n {
+			t.Fatalf("%d answers to %d calls", len(answers), n)
+		}
+		for _, a := range answers {
+			if a.Error != nil {
+				t.Fatalf("answer %s: error %d %q", a.ID, a.Error.Code, a.Error.Message)
+			}
+		}
+	})
+}
+
+func TestBatchResponseLimit(t *testing.T) {
+	// Every block answer is over 1 KiB: the first call uses up the limit.
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(100))
+	byNumber := func(id, number string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"eth_getBlockByNumber","params":["` + number + `",true]}`
+	}
+	const notification = `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`
+
+	t.Run("batch", func(t *testing.T) {
+		body := "[" + byNumber("1", "0x1") + "," + notification + "," + byNumber("2", "0x2") + "," + byNumber(`"three"`, "latest") + "," + notification + "]"
+		var got []string
+		for _, a := range callBatch(t, srv, body) {
+			got = append(got, summary(a))
+		}
+		want := []string{
+			"1 result",
+			"2 error -32003 response too large",
+			`"three" error -32003 response too large`,
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("answers differ (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("single call", func(t *testing.T) {
+		// The limit is on a batch's answers; a single answer is whole.
+		checkBlockNumber(t, resultObject(t, call(t, srv, byNumber("1", "0x1"))), "0x1")
+	})
+}
+
+// The response limit counts result bytes, as go-ethereum does: three
+// chain ids of 5 bytes each fit in 20.
+func TestResponseLimitCountsResults(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(20))
+	answers := callBatch(t, srv, `[`+rpcRequest("eth_chainId", `[]`)+`,`+rpcRequest("eth_chainId", `[]`)+`,`+rpcRequest("eth_chainId", `[]`)+`]`)
+	for i, a := range answers {
+		if a.Error != nil || string(a.Result) != `"0x1"` {
+			t.Errorf("answer %d = %s %v, want \"0x1\"", i, a.Result, a.Error)
+		}
+	}
+}
