@@ -216,6 +216,8 @@ func TestBatch(t *testing.T) {
 
 func TestBatchLimit(t *testing.T) {
 	store := newTestChain(t).store
+	// calls is a batch of n calls with the ids 10, 11, ...; results are
+	// their answers.
 	calls := func(n int) string {
 		parts := make([]string, n)
 		for i := range parts {
@@ -223,68 +225,45 @@ func TestBatchLimit(t *testing.T) {
 		}
 		return "[" + strings.Join(parts, ",") + "]"
 	}
+	results := func(n int) []string {
+		want := make([]string, n)
+		for i := range want {
+			want[i] = fmt.Sprintf("%d result", 10+i)
+		}
+		return want
+	}
 	const notification = `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`
+	tooLarge := func(id string) []string { return []string{id + " error -32600 batch too large"} }
+	const defaultLimit = -1
 
-	limited := newServer(t, store, blockrpc.WithBatchLimit(2))
-	t.Run("at the limit", func(t *testing.T) {
-		if answers := callBatch(t, limited, calls(2)); len(answers) != 2 {
-			t.Errorf("%d answers, want 2", len(answers))
-		}
-	})
-	t.Run("over the limit", func(t *testing.T) {
-		answers := callBatch(t, limited, calls(3))
-		if len(answers) != 1 {
-			t.Fatalf("%d answers, want one error", len(answers))
-		}
-		checkError(t, answers[0], -32600, "batch too large")
-		if string(answers[0].ID) != "10" {
-			t.Errorf("id %s, want 10: the first call's", answers[0].ID)
-		}
-	})
-	t.Run("first call after a notification and an invalid element", func(t *testing.T) {
-		answers := callBatch(t, limited, "["+notification+`,1,{"jsonrpc":"2.0","id":"first","method":"eth_foo"},{"jsonrpc":"2.0","id":2,"method":"eth_foo"}]`)
-		if len(answers) != 1 {
-			t.Fatalf("%d answers, want one error", len(answers))
-		}
-		checkError(t, answers[0], -32600, "batch too large")
-		if string(answers[0].ID) != `"first"` {
-			t.Errorf(`id %s, want "first": the first call's`, answers[0].ID)
-		}
-	})
-	t.Run("no call at all", func(t *testing.T) {
-		answers := callBatch(t, limited, "["+notification+","+notification+","+notification+"]")
-		if len(answers) != 1 {
-			t.Fatalf("%d answers, want one error", len(answers))
-		}
-		checkError(t, answers[0], -32600, "batch too large")
-		if string(answers[0].ID) != "null" {
-			t.Errorf("id %s, want null", answers[0].ID)
-		}
-	})
-	t.Run("default limit", func(t *testing.T) {
-		srv := newServer(t, store)
-		if answers := callBatch(t, srv, calls(blockrpc.DefaultBatchLimit)); len(answers) != blockrpc.DefaultBatchLimit {
-			t.Errorf("%d answers to %d calls", len(answers), blockrpc.DefaultBatchLimit)
-		}
-		answers := callBatch(t, srv, calls(blockrpc.DefaultBatchLimit+1))
-		if len(answers) != 1 {
-			t.Fatalf("%d answers, want one error", len(answers))
-		}
-		checkError(t, answers[0], -32600, "batch too large")
-	})
-	t.Run("no limit", func(t *testing.T) {
-		srv := newServer(t, store, blockrpc.WithBatchLimit(0))
-		n := blockrpc.DefaultBatchLimit + 1
-		answers := callBatch(t, srv, calls(n))
-		if len(answers) != n {
-			t.Fatalf("%d answers to %d calls", len(answers), n)
-		}
-		for _, a := range answers {
-			if a.Error != nil {
-				t.Fatalf("answer %s: error %d %q", a.ID, a.Error.Code, a.Error.Message)
+	for _, tc := range []struct {
+		name  string
+		limit int // defaultLimit keeps the handler's default
+		body  string
+		want  []string
+	}{
+		{"at the limit", 2, calls(2), results(2)},
+		// The one error takes the id of the first call.
+		{"over the limit", 2, calls(3), tooLarge("10")},
+		{
+			"first call after a notification and an invalid element", 2,
+			"[" + notification + `,1,{"jsonrpc":"2.0","id":"first","method":"eth_foo"},{"jsonrpc":"2.0","id":2,"method":"eth_foo"}]`,
+			tooLarge(`"first"`),
+		},
+		{"no call at all", 2, "[" + notification + "," + notification + "," + notification + "]", tooLarge("null")},
+		{"at the default limit", defaultLimit, calls(blockrpc.DefaultBatchLimit), results(blockrpc.DefaultBatchLimit)},
+		{"over the default limit", defaultLimit, calls(blockrpc.DefaultBatchLimit + 1), tooLarge("10")},
+		{"no limit", 0, calls(blockrpc.DefaultBatchLimit + 1), results(blockrpc.DefaultBatchLimit + 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []blockrpc.Option
+			if tc.limit != defaultLimit {
+				opts = append(opts, blockrpc.WithBatchLimit(tc.limit))
 			}
-		}
-	})
+			srv := newServer(t, store, opts...)
+			checkAnswers(t, tc.body, callBatch(t, srv, tc.body), tc.want)
+		})
+	}
 }
 
 func TestBatchResponseLimit(t *testing.T) {
@@ -295,25 +274,50 @@ func TestBatchResponseLimit(t *testing.T) {
 	}
 	const notification = `{"jsonrpc":"2.0","method":"eth_getBlockByNumber","params":["latest",false]}`
 
-	t.Run("batch", func(t *testing.T) {
-		body := "[" + byNumber("1", "0x1") + "," + notification + "," + byNumber("2", "0x2") + "," + byNumber(`"three"`, "latest") + "," + notification + "]"
-		var got []string
-		for _, a := range callBatch(t, srv, body) {
-			got = append(got, summary(a))
-		}
-		want := []string{
-			"1 result",
-			"2 error -32003 response too large",
-			`"three" error -32003 response too large`,
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("answers differ (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("single call", func(t *testing.T) {
-		// The limit is on a batch's answers; a single answer is whole.
-		checkBlockNumber(t, resultObject(t, call(t, srv, byNumber("1", "0x1"))), "0x1")
-	})
+	for _, tc := range []struct {
+		name string
+		body string // a batch, or a single call
+		want []string
+		// numbers are the block numbers of the results, in their order.
+		numbers []string
+	}{
+		{
+			name: "batch",
+			body: "[" + byNumber("1", "0x1") + "," + notification + "," + byNumber("2", "0x2") + "," + byNumber(`"three"`, "latest") + "," + notification + "]",
+			want: []string{
+				"1 result",
+				"2 error -32003 response too large",
+				`"three" error -32003 response too large`,
+			},
+			numbers: []string{"0x1"},
+		},
+		{
+			// The limit is on a batch's answers; a single answer is whole.
+			name:    "single call",
+			body:    byNumber("1", "0x1"),
+			want:    []string{"1 result"},
+			numbers: []string{"0x1"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var answers []answer
+			if strings.HasPrefix(tc.body, "[") {
+				answers = callBatch(t, srv, tc.body)
+			} else {
+				answers = []answer{call(t, srv, tc.body)}
+			}
+			checkAnswers(t, tc.body, answers, tc.want)
+			var numbers []string
+			for _, a := range answers {
+				if a.Error == nil {
+					numbers = append(numbers, fmt.Sprint(resultObject(t, a)["number"]))
+				}
+			}
+			if diff := cmp.Diff(tc.numbers, numbers); diff != "" {
+				t.Errorf("block numbers of the results (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // The response limit counts result bytes, as go-ethereum does: three
