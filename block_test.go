@@ -28,62 +28,42 @@ func checkBlockObject(t testing.TB, block map[string]any) {
 	}
 }
 
-func TestGetBlockByNumberResults(t *testing.T) {
+// TestTypedAPIAndWireAgree checks that the typed API and the wire agree:
+// what Service.GetBlockByNumber returns marshals to exactly what the handler
+// sends for the same number or tag, with and without full transactions, so
+// that the pending and fullTx view rules cannot differ between the two. It
+// covers the pending block and the numbers and tags that select nothing
+// (nil, answered null), and checks the wire's blocks against the chain.
+func TestTypedAPIAndWireAgree(t *testing.T) {
 	c := newTestChain(t)
 	srv := newServer(t, c.store)
 	svc := blockrpc.NewService(c.store)
+	const (
+		none    = -1 // answered null
+		pending = -2 // the pending block, whose view TestGetBlockByNumberPending checks
+	)
 	for _, tc := range []struct {
 		param string
-		want  int // the canonical block answered, -1 for null
+		want  int // the canonical block answered, or none or pending
 	}{
 		{"0x0", 0},
 		{"0x1", 1},
 		{"0x2", 2},
 		{"0x3", 3},
-		{"0x4", -1}, // the pending block is not canonical
-		{"0xA", -1},
-		{"0x7fffffffffffffff", -1},
+		{"0x4", none}, // the pending block is not canonical
+		{"0xA", none},
+		{"0x7fffffffffffffff", none},
 		{"latest", 3},
 		{"earliest", 0},
-		{"safe", -1},
-		{"finalized", -1},
+		{"pending", pending},
+		{"safe", none},
+		{"finalized", none},
 	} {
 		for _, fullTx := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/fullTx=%v", tc.param, fullTx), func(t *testing.T) {
 				a := call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`[%q,%v]`, tc.param, fullTx)))
-				if tc.want < 0 {
-					checkNullResult(t, a)
-					return
-				}
-				want := c.blocks[tc.want]
-				block := resultObject(t, a)
-				checkBlockObject(t, block)
-				checkBlockNumber(t, block, fmt.Sprintf("0x%x", tc.want))
-				if block["hash"] != want.Hash.String() {
-					t.Errorf("hash %v, want %s", block["hash"], want.Hash)
-				}
-				if block["totalDifficulty"] != hexU256(want.TotalDifficulty) {
-					t.Errorf("totalDifficulty %v, want %s", block["totalDifficulty"], hexU256(want.TotalDifficulty))
-				}
-				txs, _ := block["transactions"].([]any)
-				if len(txs) != len(want.Transactions) {
-					t.Fatalf("%d transactions, want %d", len(txs), len(want.Transactions))
-				}
-				for i, tx := range txs {
-					wantHash := want.Transactions[i].Hash.String()
-					if !fullTx {
-						if tx != wantHash {
-							t.Errorf("transactions[%d] = %v, want the hash %s", i, tx, wantHash)
-						}
-						continue
-					}
-					obj, ok := tx.(map[string]any)
-					if !ok || obj["hash"] != wantHash || obj["blockHash"] != want.Hash.String() || obj["transactionIndex"] != fmt.Sprintf("0x%x", i) {
-						t.Errorf("transactions[%d] = %v, want the object of %s at index %d of block %s", i, tx, wantHash, i, want.Hash)
-					}
-				}
 
-				// The handler answers what the typed Service returns.
+				// The handler sends what the typed Service returns.
 				number, err := backend.ParseBlockNumber(tc.param)
 				if err != nil {
 					t.Fatal(err)
@@ -92,14 +72,60 @@ func TestGetBlockByNumberResults(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Service.GetBlockByNumber: %v", err)
 				}
+				if (typed == nil) != (tc.want == none) {
+					t.Errorf("Service.GetBlockByNumber = %v, want nil exactly when there is no such block", typed)
+				}
 				typedJSON, err := json.Marshal(typed)
 				if err != nil {
 					t.Fatal(err)
 				}
+				if a.Error != nil {
+					t.Fatalf("answer is error %d %q", a.Error.Code, a.Error.Message)
+				}
 				if diff := cmp.Diff(decode(t, typedJSON), decode(t, a.Result)); diff != "" {
 					t.Errorf("answer differs from Service.GetBlockByNumber (-typed +answer):\n%s", diff)
 				}
+
+				switch tc.want {
+				case none:
+					checkNullResult(t, a)
+				case pending:
+					checkBlockObject(t, resultObject(t, a))
+				default:
+					checkChainBlock(t, resultObject(t, a), c.blocks[tc.want], fullTx)
+				}
 			})
+		}
+	}
+}
+
+// checkChainBlock checks a block answer against the block of the chain it
+// is: number, hash, total difficulty and transactions.
+func checkChainBlock(t *testing.T, block map[string]any, want *backend.Block, fullTx bool) {
+	t.Helper()
+	checkBlockObject(t, block)
+	checkBlockNumber(t, block, fmt.Sprintf("0x%x", want.Number))
+	if block["hash"] != want.Hash.String() {
+		t.Errorf("hash %v, want %s", block["hash"], want.Hash)
+	}
+	if block["totalDifficulty"] != hexU256(want.TotalDifficulty) {
+		t.Errorf("totalDifficulty %v, want %s", block["totalDifficulty"], hexU256(want.TotalDifficulty))
+	}
+	txs, _ := block["transactions"].([]any)
+	if len(txs) != len(want.Transactions) {
+		t.Fatalf("%d transactions, want %d", len(txs), len(want.Transactions))
+	}
+	for i, tx := range txs {
+		wantHash := want.Transactions[i].Hash.String()
+		if !fullTx {
+			if tx != wantHash {
+				t.Errorf("transactions[%d] = %v, want the hash %s", i, tx, wantHash)
+			}
+			continue
+		}
+		obj, ok := tx.(map[string]any)
+		if !ok || obj["hash"] != wantHash || obj["blockHash"] != want.Hash.String() || obj["transactionIndex"] != fmt.Sprintf("0x%x", i) {
+			t.Errorf("transactions[%d] = %v, want the object of %s at index %d of block %s", i, tx, wantHash, i, want.Hash)
 		}
 	}
 }
