@@ -1,8 +1,10 @@
 package blockrpc_test
 
-// Block results: by number and tag, pending, safe and finalized, by hash.
+// Block results: by number and tag, pending, safe and finalized, by hash,
+// and the order of a block's members.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -288,4 +290,113 @@ func TestGetBlockByHash(t *testing.T) {
 		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q]`, c.blocks[0].Hash))), -32602, "missing value for required argument 1")
 		checkError(t, call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q,null]`, c.blocks[0].Hash))), -32602, "invalid argument 1: json: cannot unmarshal null into Go value of type bool")
 	})
+}
+
+// TestBlockMemberOrder checks the order of the members of every block and
+// uncle object answered. go-ethereum builds them as maps, which
+// encoding/json writes in sorted key order: the keys must be strictly
+// increasing, whatever members a block's fork gives it. It goes over every
+// block of real chains by hash, canonical or not, with and without full
+// transactions, their pending block, and every uncle. Transaction objects
+// keep the field order of go-ethereum's struct instead, checked by the
+// backend's tests.
+func TestBlockMemberOrder(t *testing.T) {
+	for _, chain := range []struct {
+		name string
+		// load returns the chain, the hash of each of its blocks, and of
+		// each whose transactions it holds whole.
+		load func(t *testing.T) (b backend.Backend, all, whole []backend.Hash)
+		// complete chains have a pending block and uncles to check.
+		complete bool
+	}{
+		{"test chain", func(t *testing.T) (backend.Backend, []backend.Hash, []backend.Hash) {
+			c := newTestChain(t)
+			var hashes []backend.Hash
+			for _, b := range c.blocks {
+				hashes = append(hashes, b.Hash)
+			}
+			return c.store, hashes, hashes
+		}, true},
+		{"demo chain", func(t *testing.T) (backend.Backend, []backend.Hash, []backend.Hash) {
+			store, hashes := demoChain(t)
+			return store, hashes, hashes
+		}, true},
+		{"mainnet fixtures", func(t *testing.T) (backend.Backend, []backend.Hash, []backend.Hash) {
+			// Some fixtures answered without full transactions: those
+			// blocks are served with hashes only.
+			dump := mainnetDump(t, mainnetCases(t))
+			store, err := memstore.Load(bytes.NewReader(dump))
+			if err != nil {
+				t.Fatalf("loading the mainnet blocks: %v", err)
+			}
+			all, whole := dumpHashes(t, dump)
+			return store, all, whole
+		}, false},
+	} {
+		t.Run(chain.name, func(t *testing.T) {
+			b, all, whole := chain.load(t)
+			if len(whole) == 0 {
+				t.Fatalf("none of the %d blocks can be answered with full transactions", len(all))
+			}
+			srv := newServer(t, b)
+			uncles := 0
+			for _, fullTx := range []bool{false, true} {
+				hashes := all
+				if fullTx {
+					hashes = whole
+				}
+				for _, hash := range hashes {
+					a := call(t, srv, rpcRequest("eth_getBlockByHash", fmt.Sprintf(`[%q,%v]`, hash, fullTx)))
+					block := resultObject(t, a)
+					checkSortedMembers(t, fmt.Sprintf("block %s (fullTx=%v)", hash, fullTx), a.Result)
+					if fullTx {
+						continue
+					}
+					list, _ := block["uncles"].([]any)
+					for i := range list {
+						u := call(t, srv, rpcRequest("eth_getUncleByBlockHashAndIndex", fmt.Sprintf(`[%q,"0x%x"]`, hash, i)))
+						resultObject(t, u)
+						checkSortedMembers(t, fmt.Sprintf("uncle %d of block %s", i, hash), u.Result)
+						uncles++
+					}
+				}
+				// A complete chain must have a pending block; the others
+				// may.
+				a := call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`["pending",%v]`, fullTx)))
+				if chain.complete || string(a.Result) != "null" {
+					resultObject(t, a)
+					checkSortedMembers(t, fmt.Sprintf("the pending block (fullTx=%v)", fullTx), a.Result)
+				}
+			}
+			if chain.complete && uncles == 0 {
+				t.Errorf("no uncle checked among %d blocks", len(all))
+			}
+		})
+	}
+}
+
+// checkSortedMembers checks that the member names of the JSON object obj are
+// strictly increasing.
+func checkSortedMembers(t *testing.T, what string, obj json.RawMessage) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s: %.100s is not an object (%v)", what, obj, err)
+	}
+	var prev string
+	for i := 0; dec.More(); i++ {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: reading member %d: %v", what, i, err)
+		}
+		name := tok.(string)
+		if i > 0 && name <= prev {
+			t.Errorf("%s: member %q follows %q: the members are not in strictly sorted order", what, name, prev)
+		}
+		prev = name
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			t.Fatalf("%s: reading the value of %q: %v", what, name, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package blockrpc_test
 // The chains the tests serve, and the backends that misbehave.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -215,6 +216,74 @@ func (b *countingBackend) BlockByNumber(ctx context.Context, n backend.BlockNumb
 }
 
 // ---- Real chains ----------------------------------------------------------------
+
+// demoChain loads the demo chain that examples/server serves, with its
+// pending block, and returns the hash of every block in it, canonical or
+// not, in the dump's order.
+func demoChain(t testing.TB) (*memstore.Store, []backend.Hash) {
+	t.Helper()
+	const dir = "examples/server/demo"
+	dump, err := os.ReadFile(filepath.Join(dir, "chain.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := memstore.Load(bytes.NewReader(dump))
+	if err != nil {
+		t.Fatalf("loading the demo chain: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "pending.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending struct{ Block *backend.Block }
+	if err := json.Unmarshal(data, &pending); err != nil {
+		t.Fatalf("the demo's pending block: %v", err)
+	}
+	if err := store.SetPending(pending.Block); err != nil {
+		t.Fatalf("setting the demo's pending block: %v", err)
+	}
+	all, whole := dumpHashes(t, dump)
+	if len(whole) != len(all) {
+		t.Fatalf("the demo chain holds the transactions of %d of its %d blocks, want all", len(whole), len(all))
+	}
+	return store, all
+}
+
+// dumpHashes returns the hash of every block of a dump, in its order, once,
+// and apart the hashes of those whose transactions it holds whole (or that
+// have none), which can be answered with full transactions.
+func dumpHashes(t testing.TB, dump []byte) (all, whole []backend.Hash) {
+	t.Helper()
+	seen := make(map[backend.Hash]bool)
+	wholeSeen := make(map[backend.Hash]bool)
+	lines := bufio.NewScanner(bytes.NewReader(dump))
+	lines.Buffer(nil, len(dump)+1)
+	for n := 1; lines.Scan(); n++ {
+		var line struct {
+			Block struct {
+				Hash         backend.Hash
+				Transactions []json.RawMessage
+			} `json:"block"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &line); err != nil {
+			t.Fatalf("dump line %d: %v", n, err)
+		}
+		hash := line.Block.Hash
+		if !seen[hash] {
+			seen[hash] = true
+			all = append(all, hash)
+		}
+		txs := line.Block.Transactions
+		if !wholeSeen[hash] && (len(txs) == 0 || txs[0][0] == '{') {
+			wholeSeen[hash] = true
+			whole = append(whole, hash)
+		}
+	}
+	if err := lines.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return all, whole
+}
 
 // mainnetCase is one case of the mainnet fixtures: a request and the answer
 // a production client gave.
