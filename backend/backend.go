@@ -3,9 +3,21 @@
 //
 // The types (Block, Uncle, Header, Transaction, ...) are the JSON-RPC block
 // objects as Go values: they encode to exactly the bytes go-ethereum writes
-// for the same block, and decode from them. The functions in derive.go
-// compute what a block's contents determine (hashes, size, roots) for
-// backends that need to fill in or check those values.
+// for the same block, and decode from them. Decoding checks the form of
+// each value and that required members are there; Transaction.Validate
+// holds the rules a transaction's type sets, for values made in Go too.
+// Both report a *FieldError. The functions named after derived values
+// (HeaderHash, TransactionsRoot, BlockSize, ...) compute what a block's
+// contents determine, for backends that need to fill in or check those
+// values.
+//
+// The source is organised by type: each type's file holds all of it, its
+// JSON encoding and decoding, its RLP encoding, its validation, its copy
+// and the values derived from it (block.go, uncle.go, header.go,
+// transaction.go, accesslist.go, authorization.go, withdrawal.go,
+// blocknumber.go, bytes.go). What the types share sits apart: the RLP
+// writer and keccak (rlp.go), the trie root (trie.go), the JSON member
+// writers (members.go) and the errors (errors.go).
 package backend
 
 import (

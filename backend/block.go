@@ -1,6 +1,12 @@
 package backend
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 )
 
@@ -45,6 +51,62 @@ func (b *Block) TxCount() int {
 		return len(b.Transactions)
 	}
 	return len(b.TransactionHashes)
+}
+
+// BlockSize returns the length of a block's RLP encoding: the header, the
+// transactions, the uncle headers and, from Shanghai on (when the header has
+// a withdrawals root), the withdrawals. This is the block's "size".
+func BlockSize(h *Header, txs []*Transaction, uncles []*Header, withdrawals []Withdrawal) uint64 {
+	return blockSize(h, txs, uncles, withdrawals, h.WithdrawalsRoot != nil)
+}
+
+func blockSize(h *Header, txs []*Transaction, uncles []*Header, withdrawals []Withdrawal, withWithdrawals bool) uint64 {
+	var w rlpWriter
+	mark := w.list()
+	h.appendRLP(&w)
+	list := w.list()
+	for _, tx := range txs {
+		if tx.Type == LegacyTxType {
+			tx.appendEncoding(&w)
+			continue
+		}
+		// A typed transaction sits in the block as a byte string.
+		var enc rlpWriter
+		tx.appendEncoding(&enc)
+		w.bytes(enc.buf)
+	}
+	w.endList(list)
+	list = w.list()
+	for _, u := range uncles {
+		u.appendRLP(&w)
+	}
+	w.endList(list)
+	if withWithdrawals {
+		list = w.list()
+		for i := range withdrawals {
+			withdrawals[i].appendRLP(&w)
+		}
+		w.endList(list)
+	}
+	w.endList(mark)
+	return uint64(len(w.buf))
+}
+
+// Copy returns a deep copy of b.
+func (b *Block) Copy() *Block {
+	c := *b
+	c.Header = b.Header.Copy()
+	c.TotalDifficulty = copyPtr(b.TotalDifficulty)
+	if b.Transactions != nil {
+		c.Transactions = make([]*Transaction, len(b.Transactions))
+		for i, tx := range b.Transactions {
+			c.Transactions[i] = tx.Copy()
+		}
+	}
+	c.TransactionHashes = slices.Clone(b.TransactionHashes)
+	c.Uncles = slices.Clone(b.Uncles)
+	c.Withdrawals = slices.Clone(b.Withdrawals)
+	return &c
 }
 
 // AppendJSON appends the block object that eth_getBlockByNumber answers:
@@ -111,25 +173,120 @@ func (b *Block) appendWithdrawals(dst []byte) []byte {
 	return closeArray(dst, len(b.Withdrawals))
 }
 
-// Uncle is an uncle (ommer) header as eth_getUncleByBlockHashAndIndex
-// answers for it: a block object without transactions and uncles.
-type Uncle struct {
-	Header
-	Hash Hash // keccak256 of the header's RLP encoding
-	// Size is the length of the RLP encoding of a block made of the header
-	// alone, with no transactions and no uncles: what go-ethereum reports.
-	Size uint64
-	// TotalDifficulty is the uncle's parent's total difficulty plus its own
-	// difficulty, or nil when the parent's is not known.
-	TotalDifficulty *uint256.Int
+// blockJSON is a block object as decoded, before it is checked.
+type blockJSON struct {
+	headerJSON
+	Transactions []json.RawMessage `json:"transactions"`
+	Uncles       []Hash            `json:"uncles"`
+	Withdrawals  []Withdrawal      `json:"withdrawals"`
 }
 
-// AppendJSON appends the uncle object.
-func (u *Uncle) AppendJSON(dst []byte) []byte {
-	return u.Header.appendObject(dst, &objectParts{hash: u.Hash, size: u.Size, td: u.TotalDifficulty})
+// errWithdrawalsWithoutRoot is for a block object listing withdrawals
+// without the withdrawalsRoot of a Shanghai header to commit to them.
+var errWithdrawalsWithoutRoot = errors.New("given without withdrawalsRoot")
+
+// UnmarshalJSON reads a block object as eth_getBlockByNumber answers it,
+// with transaction objects or hashes. Absent hash, size and roots are left
+// zero; a totalDifficulty of null is nil. The values a block repeats (its
+// position, in each transaction object) must agree with it; checking the
+// derived values against the contents is left to the caller, with the
+// functions of this package.
+func (b *Block) UnmarshalJSON(input []byte) error {
+	var d blockJSON
+	if err := json.Unmarshal(input, &d); err != nil {
+		return err
+	}
+	if err := d.check(); err != nil {
+		return err
+	}
+	out := d.block()
+	if err := out.decodeTransactions(d.Transactions, d.Hash != nil); err != nil {
+		return err
+	}
+	*b = out
+	return nil
 }
 
-// MarshalJSON implements json.Marshaler, by value as Block's.
-func (u Uncle) MarshalJSON() ([]byte, error) {
-	return u.AppendJSON(nil), nil
+// check reports the first required member that is absent or wrong, but
+// for the transactions, which are checked as they are decoded.
+func (d *blockJSON) check() error {
+	if err := d.headerJSON.check("block"); err != nil {
+		return err
+	}
+	switch {
+	case d.Transactions == nil:
+		return &FieldError{Object: "block", Field: "transactions", Err: ErrMissingField}
+	case d.Withdrawals != nil && d.WithdrawalsRoot == nil:
+		return &FieldError{Object: "block", Field: "withdrawals", Err: errWithdrawalsWithoutRoot}
+	}
+	return nil
+}
+
+// block returns the block of an object that check has passed, without its
+// transactions. The pending block's hash is not kept: it is served null.
+func (d *blockJSON) block() Block {
+	b := Block{Header: d.header(), Pending: d.pending(), Uncles: d.Uncles, Withdrawals: d.Withdrawals}
+	hash, size, td := d.derived()
+	if !b.Pending {
+		b.Hash = hash
+	}
+	b.Size, b.TotalDifficulty = size, td
+	return b
+}
+
+// decodeTransactions reads the transactions member: all hashes or all
+// objects. Each object's block members, where given, must be the block's.
+func (b *Block) decodeTransactions(raw []json.RawMessage, hashGiven bool) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0][0] == '"' {
+		b.TransactionHashes = make([]Hash, len(raw))
+		for i, r := range raw {
+			if err := b.TransactionHashes[i].UnmarshalJSON(r); err != nil {
+				return &FieldError{Object: "block", Field: fmt.Sprintf("transactions[%d]", i), Err: err}
+			}
+		}
+		return nil
+	}
+	b.Transactions = make([]*Transaction, len(raw))
+	for i, r := range raw {
+		object := fmt.Sprintf("transaction %d", i)
+		tx, pos, err := decodeTransaction(r, object)
+		if err != nil {
+			return err
+		}
+		if err := b.checkPosition(pos, uint64(i), hashGiven, object); err != nil {
+			return err
+		}
+		b.Transactions[i] = tx
+	}
+	return nil
+}
+
+// checkPosition compares the block members of a transaction object with the
+// block. A block without a hash member takes the hash its transactions give,
+// so that the caller checks it against the header like any given hash.
+func (b *Block) checkPosition(pos *positionJSON, index uint64, hashGiven bool, object string) error {
+	mismatch := func(field, got, want string) error {
+		return &FieldError{Object: object, Field: field, Err: fmt.Errorf("%s, but the block's is %s", got, want)}
+	}
+	if pos.BlockHash != nil && !b.Pending {
+		if !hashGiven && b.Hash == (Hash{}) {
+			b.Hash = *pos.BlockHash
+		}
+		if *pos.BlockHash != b.Hash {
+			return mismatch("blockHash", pos.BlockHash.String(), b.Hash.String())
+		}
+	}
+	if pos.BlockNumber != nil && !b.Pending && uint64(*pos.BlockNumber) != b.Number {
+		return mismatch("blockNumber", pos.BlockNumber.String(), hexutil.EncodeUint64(b.Number))
+	}
+	if pos.BlockTimestamp != nil && uint64(*pos.BlockTimestamp) != b.Timestamp {
+		return mismatch("blockTimestamp", pos.BlockTimestamp.String(), hexutil.EncodeUint64(b.Timestamp))
+	}
+	if pos.TransactionIndex != nil && uint64(*pos.TransactionIndex) != index {
+		return mismatch("transactionIndex", pos.TransactionIndex.String(), hexutil.EncodeUint64(index))
+	}
+	return nil
 }

@@ -30,6 +30,14 @@ func appendU256Member(dst []byte, key string, z *uint256.Int) []byte {
 	return append(dst, '"', ',')
 }
 
+func appendOptionalU256Member(dst []byte, key string, z *uint256.Int) []byte {
+	if z == nil {
+		dst = append(dst, key...)
+		return append(dst, `null,`...)
+	}
+	return appendU256Member(dst, key, z)
+}
+
 // appendHashString appends h as a JSON string.
 func appendHashString(dst []byte, h *Hash) []byte {
 	dst = append(dst, '"')
@@ -42,4 +50,14 @@ func appendHashString(dst []byte, h *Hash) []byte {
 func closeObject(dst []byte) []byte {
 	dst[len(dst)-1] = '}'
 	return dst
+}
+
+// closeArray ends an array member whose n elements were each followed by a
+// comma: the last comma becomes ']', and the member gets its own comma.
+func closeArray(dst []byte, n int) []byte {
+	if n == 0 {
+		return append(dst, ']', ',')
+	}
+	dst[len(dst)-1] = ']'
+	return append(dst, ',')
 }

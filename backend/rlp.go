@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/holiman/uint256"
+	"golang.org/x/crypto/sha3"
 )
 
 // rlpWriter appends the RLP encoding of values to buf. It is the encoding
@@ -15,6 +16,16 @@ import (
 // inserting the list header once the content length is known.
 type rlpWriter struct {
 	buf []byte
+}
+
+// keccak returns the Keccak-256 hash of data, as the chain hashes RLP
+// encodings: headers, transactions, trie nodes.
+func keccak(data []byte) Hash {
+	var h Hash
+	d := sha3.NewLegacyKeccak256()
+	d.Write(data)
+	d.Sum(h[:0])
+	return h
 }
 
 // emptyString is the RLP encoding of the empty byte string, which is also

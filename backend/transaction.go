@@ -1,6 +1,12 @@
 package backend
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 )
@@ -47,20 +53,113 @@ type Transaction struct {
 	From Address // derived: the signer, recovered from the signature
 }
 
-// AccessTuple is an entry of an EIP-2930 access list.
-type AccessTuple struct {
-	Address     Address
-	StorageKeys []Hash
+// Validate checks that tx has what its type requires: a known type, the
+// fee fields of that type, a chain id and a y-parity v for a typed
+// transaction, a recipient for a blob or set-code transaction (neither can
+// create a contract), and their lists not empty. It returns the first
+// field at fault as a *FieldError without an Object: the caller knows
+// which transaction it asked about. The derived Hash and From are not
+// checked; they are computed from the rest.
+func (tx *Transaction) Validate() error {
+	if field, err := tx.validate(); err != nil {
+		return &FieldError{Field: field, Err: err}
+	}
+	return nil
 }
 
-// SetCodeAuthorization is an EIP-7702 authorization to set an account's code.
-type SetCodeAuthorization struct {
-	ChainID uint256.Int
-	Address Address
-	Nonce   uint64
-	YParity uint8
-	R, S    uint256.Int
+// validate is Validate's rules, returning the field and the error apart so
+// that decoding can name the object.
+func (tx *Transaction) validate() (field string, err error) {
+	if err := unsupportedType(uint64(tx.Type)); err != nil {
+		return "type", err
+	}
+	typed := tx.Type != LegacyTxType
+	switch {
+	case tx.Type <= AccessListTxType && tx.GasPrice == nil:
+		return "gasPrice", ErrMissingField
+	case tx.Type >= DynamicFeeTxType && tx.MaxFeePerGas == nil:
+		return "maxFeePerGas", ErrMissingField
+	case tx.Type >= DynamicFeeTxType && tx.MaxPriorityFeePerGas == nil:
+		return "maxPriorityFeePerGas", ErrMissingField
+	case typed && tx.ChainID == nil:
+		return "chainId", ErrMissingField
+	case tx.Type >= BlobTxType && tx.To == nil:
+		return "to", ErrMissingField
+	case tx.Type == BlobTxType && tx.MaxFeePerBlobGas == nil:
+		return "maxFeePerBlobGas", ErrMissingField
+	case tx.Type == BlobTxType && len(tx.BlobVersionedHashes) == 0:
+		return "blobVersionedHashes", ErrEmptyList
+	case tx.Type == SetCodeTxType && len(tx.AuthorizationList) == 0:
+		return "authorizationList", ErrEmptyList
+	case typed && !isYParity(&tx.V):
+		return "v", fmt.Errorf("%s: %w", hexutil.EncodeU256(&tx.V), ErrInvalidYParity)
+	}
+	return "", nil
 }
+
+func isYParity(v *uint256.Int) bool { return v.IsUint64() && v.Uint64() <= 1 }
+
+// EncodeTransaction returns a transaction as the chain encodes it: the RLP
+// list of a legacy transaction, or the type byte and RLP list of a typed one.
+func EncodeTransaction(tx *Transaction) []byte {
+	var w rlpWriter
+	tx.appendEncoding(&w)
+	return w.buf
+}
+
+// TransactionHash returns the hash of a transaction computed from its
+// contents.
+func TransactionHash(tx *Transaction) Hash {
+	return keccak(EncodeTransaction(tx))
+}
+
+// TransactionsRoot returns the transactionsRoot of a block with these
+// transactions.
+func TransactionsRoot(txs []*Transaction) Hash {
+	values := make([][]byte, len(txs))
+	for i, tx := range txs {
+		values[i] = EncodeTransaction(tx)
+	}
+	return orderedTrieRoot(values)
+}
+
+// EffectiveGasPrice returns what a fee-market transaction pays per gas in a
+// block with the given base fee: min(maxFeePerGas, baseFee+maxPriorityFeePerGas).
+// It reports false for a transaction without fee caps.
+func (tx *Transaction) EffectiveGasPrice(baseFee *uint256.Int) (uint256.Int, bool) {
+	if tx.MaxFeePerGas == nil || tx.MaxPriorityFeePerGas == nil || baseFee == nil {
+		return uint256.Int{}, false
+	}
+	var price uint256.Int
+	if _, overflow := price.AddOverflow(baseFee, tx.MaxPriorityFeePerGas); overflow || price.Gt(tx.MaxFeePerGas) {
+		price = *tx.MaxFeePerGas
+	}
+	return price, true
+}
+
+// Copy returns a deep copy of tx.
+func (tx *Transaction) Copy() *Transaction {
+	c := *tx
+	c.ChainID = copyPtr(tx.ChainID)
+	c.GasPrice = copyPtr(tx.GasPrice)
+	c.MaxPriorityFeePerGas = copyPtr(tx.MaxPriorityFeePerGas)
+	c.MaxFeePerGas = copyPtr(tx.MaxFeePerGas)
+	c.To = copyPtr(tx.To)
+	c.Input = slices.Clone(tx.Input)
+	if tx.AccessList != nil {
+		c.AccessList = make([]AccessTuple, len(tx.AccessList))
+		for i, t := range tx.AccessList {
+			c.AccessList[i] = AccessTuple{Address: t.Address, StorageKeys: slices.Clone(t.StorageKeys)}
+		}
+	}
+	c.MaxFeePerBlobGas = copyPtr(tx.MaxFeePerBlobGas)
+	c.BlobVersionedHashes = slices.Clone(tx.BlobVersionedHashes)
+	c.AuthorizationList = slices.Clone(tx.AuthorizationList)
+	return &c
+}
+
+// String returns the transaction hash.
+func (tx *Transaction) String() string { return hexutil.Encode(tx.Hash[:]) }
 
 // appendEncoding writes the transaction as the chain encodes it: the RLP
 // list of a legacy transaction, or the type byte followed by the RLP list of
@@ -105,38 +204,11 @@ func (tx *Transaction) appendEncoding(w *rlpWriter) {
 		}
 		w.endList(hashes)
 	case SetCodeTxType:
-		auths := w.list()
-		for i := range tx.AuthorizationList {
-			a := &tx.AuthorizationList[i]
-			item := w.list()
-			w.u256(&a.ChainID)
-			w.bytes(a.Address[:])
-			w.uint64(a.Nonce)
-			w.uint64(uint64(a.YParity))
-			w.u256(&a.R)
-			w.u256(&a.S)
-			w.endList(item)
-		}
-		w.endList(auths)
+		w.authorizationList(tx.AuthorizationList)
 	}
 	w.u256(&tx.V)
 	w.u256(&tx.R)
 	w.u256(&tx.S)
-	w.endList(mark)
-}
-
-func (w *rlpWriter) accessList(list []AccessTuple) {
-	mark := w.list()
-	for i := range list {
-		item := w.list()
-		w.bytes(list[i].Address[:])
-		keys := w.list()
-		for j := range list[i].StorageKeys {
-			w.bytes(list[i].StorageKeys[j][:])
-		}
-		w.endList(keys)
-		w.endList(item)
-	}
 	w.endList(mark)
 }
 
@@ -150,6 +222,13 @@ type txPosition struct {
 	index          uint64
 	pending        bool
 	baseFee        *uint256.Int // the block's, for the effective gas price
+}
+
+// MarshalJSON writes the transaction object of a transaction outside any
+// block: its block members are null. Blocks write their transactions with
+// those members filled in. Its receiver is a value, as Block's.
+func (tx Transaction) MarshalJSON() ([]byte, error) {
+	return tx.appendObject(nil, &txPosition{}), nil
 }
 
 // appendObject writes the transaction object in go-ethereum's member order.
@@ -237,74 +316,169 @@ func (tx *Transaction) appendGasPrice(dst []byte, mined bool, baseFee *uint256.I
 	return appendU256Member(dst, `"gasPrice":`, &price)
 }
 
-// EffectiveGasPrice returns what a fee-market transaction pays per gas in a
-// block with the given base fee: min(maxFeePerGas, baseFee+maxPriorityFeePerGas).
-// It reports false for a transaction without fee caps.
-func (tx *Transaction) EffectiveGasPrice(baseFee *uint256.Int) (uint256.Int, bool) {
-	if tx.MaxFeePerGas == nil || tx.MaxPriorityFeePerGas == nil || baseFee == nil {
-		return uint256.Int{}, false
-	}
-	var price uint256.Int
-	if _, overflow := price.AddOverflow(baseFee, tx.MaxPriorityFeePerGas); overflow || price.Gt(tx.MaxFeePerGas) {
-		price = *tx.MaxFeePerGas
-	}
-	return price, true
+// positionJSON holds the block members of a transaction object.
+type positionJSON struct {
+	BlockHash        *Hash           `json:"blockHash"`
+	BlockNumber      *hexutil.Uint64 `json:"blockNumber"`
+	BlockTimestamp   *hexutil.Uint64 `json:"blockTimestamp"`
+	TransactionIndex *hexutil.Uint64 `json:"transactionIndex"`
 }
 
-func appendOptionalU256Member(dst []byte, key string, z *uint256.Int) []byte {
-	if z == nil {
-		dst = append(dst, key...)
-		return append(dst, `null,`...)
-	}
-	return appendU256Member(dst, key, z)
+// txJSON is a transaction object as decoded, before it is checked: every
+// member is a pointer or a slice, nil when absent or null.
+type txJSON struct {
+	positionJSON
+	From                 *Address               `json:"from"`
+	Gas                  *hexutil.Uint64        `json:"gas"`
+	GasPrice             *hexutil.U256          `json:"gasPrice"`
+	MaxFeePerGas         *hexutil.U256          `json:"maxFeePerGas"`
+	MaxPriorityFeePerGas *hexutil.U256          `json:"maxPriorityFeePerGas"`
+	MaxFeePerBlobGas     *hexutil.U256          `json:"maxFeePerBlobGas"`
+	Hash                 *Hash                  `json:"hash"`
+	Input                *hexutil.Bytes         `json:"input"`
+	Nonce                *hexutil.Uint64        `json:"nonce"`
+	To                   *Address               `json:"to"`
+	Value                *hexutil.U256          `json:"value"`
+	Type                 *hexutil.Uint64        `json:"type"`
+	AccessList           *[]AccessTuple         `json:"accessList"`
+	ChainID              *hexutil.U256          `json:"chainId"`
+	BlobVersionedHashes  []Hash                 `json:"blobVersionedHashes"`
+	AuthorizationList    []SetCodeAuthorization `json:"authorizationList"`
+	V                    *hexutil.U256          `json:"v"`
+	R                    *hexutil.U256          `json:"r"`
+	S                    *hexutil.U256          `json:"s"`
+	YParity              *hexutil.Uint64        `json:"yParity"`
 }
 
-func appendAccessList(dst []byte, list []AccessTuple) []byte {
-	dst = append(dst, `"accessList":[`...)
-	for i := range list {
-		dst = appendBytesMember(append(dst, '{'), `"address":`, list[i].Address[:])
-		dst = append(dst, `"storageKeys":[`...)
-		for j := range list[i].StorageKeys {
-			dst = appendHashString(dst, &list[i].StorageKeys[j])
-			dst = append(dst, ',')
+// UnmarshalJSON reads a transaction object. Its block members are not kept;
+// Block.UnmarshalJSON checks them against the block.
+func (tx *Transaction) UnmarshalJSON(input []byte) error {
+	out, _, err := decodeTransaction(input, "transaction")
+	if err != nil {
+		return err
+	}
+	*tx = *out
+	return nil
+}
+
+// errNotObject is for a transaction given as something other than a JSON
+// object, such as a hash where the block's other entries are objects.
+var errNotObject = errors.New("not a JSON object")
+
+// decodeTransaction reads a transaction object in three steps: check finds
+// what only the JSON can show (an absent member that would read as zero),
+// transaction converts, and validate applies the rules every Transaction
+// answers to, however it was made. Errors name the object.
+func decodeTransaction(input []byte, object string) (*Transaction, *positionJSON, error) {
+	input = bytes.TrimSpace(input)
+	if len(input) == 0 || input[0] != '{' {
+		return nil, nil, &FieldError{Object: object, Err: errNotObject}
+	}
+	var d txJSON
+	if err := json.Unmarshal(input, &d); err != nil {
+		return nil, nil, &FieldError{Object: object, Err: err}
+	}
+	if field, err := d.check(); err != nil {
+		return nil, nil, &FieldError{Object: object, Field: field, Err: err}
+	}
+	tx := d.transaction()
+	if field, err := tx.validate(); err != nil {
+		return nil, nil, &FieldError{Object: object, Field: field, Err: err}
+	}
+	return tx, &d.positionJSON, nil
+}
+
+// txType returns the type the object gives, legacy when it gives none. It
+// is narrowed to a byte only after check has seen that it fits.
+func (d *txJSON) txType() uint8 {
+	if d.Type == nil {
+		return LegacyTxType
+	}
+	return uint8(*d.Type)
+}
+
+// check reports the first member that is absent, where the decoded value
+// could not show it: members whose absence would read as zero, and the
+// lists of typed transactions, whose absence would read as empty. A
+// yParity given beside v must agree with it; a v that is no y-parity at
+// all is left for validate to report, as it reports one without yParity.
+func (d *txJSON) check() (field string, err error) {
+	if d.Type != nil {
+		if err := unsupportedType(uint64(*d.Type)); err != nil {
+			return "type", err
 		}
-		dst = closeArray(dst, len(list[i].StorageKeys))
-		dst = append(closeObject(dst), ',')
 	}
-	return closeArray(dst, len(list))
-}
-
-func appendAuthorizations(dst []byte, auths []SetCodeAuthorization) []byte {
-	dst = append(dst, `"authorizationList":[`...)
-	for i := range auths {
-		a := &auths[i]
-		dst = appendU256Member(append(dst, '{'), `"chainId":`, &a.ChainID)
-		dst = appendBytesMember(dst, `"address":`, a.Address[:])
-		dst = appendUint64Member(dst, `"nonce":`, a.Nonce)
-		dst = appendUint64Member(dst, `"yParity":`, uint64(a.YParity))
-		dst = appendU256Member(dst, `"r":`, &a.R)
-		dst = appendU256Member(dst, `"s":`, &a.S)
-		dst = append(closeObject(dst), ',')
+	typ := d.txType()
+	switch {
+	case d.From == nil:
+		return "from", ErrMissingField
+	case d.Gas == nil:
+		return "gas", ErrMissingField
+	case d.Input == nil:
+		return "input", ErrMissingField
+	case d.Nonce == nil:
+		return "nonce", ErrMissingField
+	case d.Value == nil:
+		return "value", ErrMissingField
+	case d.R == nil:
+		return "r", ErrMissingField
+	case d.S == nil:
+		return "s", ErrMissingField
+	case d.V == nil && (d.YParity == nil || typ == LegacyTxType):
+		return "v", ErrMissingField
+	case typ >= AccessListTxType && d.AccessList == nil:
+		return "accessList", ErrMissingField
+	case typ == BlobTxType && d.BlobVersionedHashes == nil:
+		return "blobVersionedHashes", ErrMissingField
+	case typ == SetCodeTxType && d.AuthorizationList == nil:
+		return "authorizationList", ErrMissingField
 	}
-	return closeArray(dst, len(auths))
-}
-
-// closeArray ends an array member whose n elements were each followed by a
-// comma: the last comma becomes ']', and the member gets its own comma.
-func closeArray(dst []byte, n int) []byte {
-	if n == 0 {
-		return append(dst, ']', ',')
+	if typ != LegacyTxType && d.V != nil && d.YParity != nil {
+		v := (*uint256.Int)(d.V)
+		if isYParity(v) && !v.Eq(uint256.NewInt(uint64(*d.YParity))) {
+			return "yParity", fmt.Errorf("%s does not match v %s", d.YParity, hexutil.EncodeU256(v))
+		}
 	}
-	dst[len(dst)-1] = ']'
-	return append(dst, ',')
+	return "", nil
 }
 
-// MarshalJSON writes the transaction object of a transaction outside any
-// block: its block members are null. Blocks write their transactions with
-// those members filled in. Its receiver is a value, as Block's.
-func (tx Transaction) MarshalJSON() ([]byte, error) {
-	return tx.appendObject(nil, &txPosition{}), nil
+// transaction returns the transaction of an object that check has passed.
+// A typed transaction's v is its yParity when only that is given.
+func (d *txJSON) transaction() *Transaction {
+	tx := &Transaction{
+		Type:     d.txType(),
+		ChainID:  (*uint256.Int)(d.ChainID),
+		Nonce:    uint64(*d.Nonce),
+		GasPrice: (*uint256.Int)(d.GasPrice),
+		Gas:      uint64(*d.Gas),
+		To:       d.To,
+		Value:    uint256.Int(*d.Value),
+		Input:    *d.Input,
+		R:        uint256.Int(*d.R),
+		S:        uint256.Int(*d.S),
+		From:     *d.From,
+	}
+	if d.V != nil {
+		tx.V = uint256.Int(*d.V)
+	} else {
+		tx.V.SetUint64(uint64(*d.YParity))
+	}
+	if tx.Type >= AccessListTxType {
+		tx.AccessList = *d.AccessList
+	}
+	if tx.Type >= DynamicFeeTxType {
+		tx.MaxFeePerGas = (*uint256.Int)(d.MaxFeePerGas)
+		tx.MaxPriorityFeePerGas = (*uint256.Int)(d.MaxPriorityFeePerGas)
+	}
+	if tx.Type == BlobTxType {
+		tx.MaxFeePerBlobGas = (*uint256.Int)(d.MaxFeePerBlobGas)
+		tx.BlobVersionedHashes = d.BlobVersionedHashes
+	}
+	if tx.Type == SetCodeTxType {
+		tx.AuthorizationList = d.AuthorizationList
+	}
+	if d.Hash != nil {
+		tx.Hash = *d.Hash
+	}
+	return tx
 }
-
-// String returns the transaction hash.
-func (tx *Transaction) String() string { return hexutil.Encode(tx.Hash[:]) }
