@@ -21,16 +21,15 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("%s: given %s, computed %s", e.Field, e.Given, e.Computed)
 }
 
-// MissingError reports a value that is needed and can be neither given
-// implicitly nor computed.
-type MissingError struct {
-	Field string
-	Why   string
+// missing returns the error for a field that is needed and can be neither
+// given implicitly nor computed, saying why it is needed.
+func missing(field, why string) error {
+	return &backend.FieldError{Field: field, Err: fmt.Errorf("%w: %s", backend.ErrMissingField, why)}
 }
 
-// Error names the field and why it is needed.
-func (e *MissingError) Error() string {
-	return e.Field + ": missing: " + e.Why
+// invalid returns the error for a field whose value the store cannot take.
+func invalid(field string, err error) error {
+	return &backend.FieldError{Field: field, Err: err}
 }
 
 // seal fills in the derived values of b and its uncles that are absent
@@ -40,7 +39,7 @@ func seal(b *backend.Block, uncles []*backend.Uncle) error {
 	if b.Number > math.MaxInt64 {
 		// The wire reads block numbers as int64: such a block could never
 		// be asked for by number.
-		return fmt.Errorf("number: %d is above the int64 range of block numbers", b.Number)
+		return invalid("number", fmt.Errorf("%d is above the int64 range of block numbers", b.Number))
 	}
 	uncleHeaders := make([]*backend.Header, len(uncles))
 	for i, u := range uncles {
@@ -68,7 +67,7 @@ func seal(b *backend.Block, uncles []*backend.Uncle) error {
 		// The size counts the transactions' encodings, which only the
 		// bodies give: a block known by transaction hashes must carry it.
 		if b.Size == 0 {
-			return &MissingError{Field: "size", Why: "a block without transaction bodies must give its size"}
+			return missing("size", "a block without transaction bodies must give its size")
 		}
 		return nil
 	}
@@ -94,14 +93,14 @@ func matchUncles(b *backend.Block, uncles []*backend.Uncle) error {
 	}
 	for i, h := range b.Uncles {
 		if i >= len(uncles) {
-			return &MissingError{Field: fmt.Sprintf("uncles[%d]", i), Why: "no header given for uncle " + h.String()}
+			return missing(fmt.Sprintf("uncles[%d]", i), "no header given for uncle "+h.String())
 		}
 		if uncles[i].Hash != h {
 			return &MismatchError{Field: fmt.Sprintf("uncles[%d]", i), Given: h.String(), Computed: uncles[i].Hash.String()}
 		}
 	}
 	if len(uncles) > len(b.Uncles) {
-		return fmt.Errorf("uncles: %d headers given for %d uncles listed", len(uncles), len(b.Uncles))
+		return invalid("uncles", fmt.Errorf("%d headers given for %d uncles listed", len(uncles), len(b.Uncles)))
 	}
 	return nil
 }
@@ -109,7 +108,7 @@ func matchUncles(b *backend.Block, uncles []*backend.Uncle) error {
 func sealTransactions(b *backend.Block) error {
 	if !b.HasTransactionBodies() {
 		if b.TransactionsRoot == (backend.Hash{}) {
-			return &MissingError{Field: "transactionsRoot", Why: "a block without transaction bodies must give it"}
+			return missing("transactionsRoot", "a block without transaction bodies must give it")
 		}
 		return nil
 	}
@@ -122,7 +121,7 @@ func sealTransactions(b *backend.Block) error {
 	// serve both forms.
 	if len(b.TransactionHashes) > 0 {
 		if len(b.TransactionHashes) != len(b.Transactions) {
-			return fmt.Errorf("transactions: %d hashes given for %d transactions", len(b.TransactionHashes), len(b.Transactions))
+			return invalid("transactions", fmt.Errorf("%d hashes given for %d transactions", len(b.TransactionHashes), len(b.Transactions)))
 		}
 		for i, h := range b.TransactionHashes {
 			if h != b.Transactions[i].Hash {
@@ -134,35 +133,29 @@ func sealTransactions(b *backend.Block) error {
 	return fillHash("transactionsRoot", &b.TransactionsRoot, backend.TransactionsRoot(b.Transactions))
 }
 
-var errNoSender = &MissingError{Field: "from", Why: "the sender is not recovered here and must be given"}
-
+// sealTransaction checks a transaction as backend validates any, and fills
+// in or checks what its contents determine. The sender is the exception: it
+// is not recovered from the signature here, so it must be given.
 func sealTransaction(tx *backend.Transaction, baseFee *uint256.Int) error {
 	if tx.From == (backend.Address{}) {
-		return errNoSender
+		return missing("from", "the sender is not recovered here and must be given")
 	}
-	switch tx.Type {
-	case backend.LegacyTxType:
-		if tx.GasPrice == nil {
-			return &MissingError{Field: "gasPrice", Why: "required for a legacy transaction"}
-		}
+	if err := tx.Validate(); err != nil {
+		return err
+	}
+	if tx.Type == backend.LegacyTxType {
 		if err := fillLegacyChainID(tx); err != nil {
 			return err
 		}
-	case backend.AccessListTxType, backend.DynamicFeeTxType, backend.BlobTxType, backend.SetCodeTxType:
-		if err := checkTyped(tx); err != nil {
+	}
+	if tx.Type >= backend.DynamicFeeTxType {
+		if baseFee == nil {
+			return invalid("type", fmt.Errorf("a type %d transaction needs a block with baseFeePerGas", tx.Type))
+		}
+		price, _ := tx.EffectiveGasPrice(baseFee)
+		if err := fillU256("gasPrice", &tx.GasPrice, &price); err != nil {
 			return err
 		}
-		if tx.Type >= backend.DynamicFeeTxType {
-			if baseFee == nil {
-				return fmt.Errorf("type: a type %d transaction needs a block with baseFeePerGas", tx.Type)
-			}
-			price, _ := tx.EffectiveGasPrice(baseFee)
-			if err := fillU256("gasPrice", &tx.GasPrice, &price); err != nil {
-				return err
-			}
-		}
-	default:
-		return fmt.Errorf("type: unsupported transaction type %d", tx.Type)
 	}
 	return fillHash("hash", &tx.Hash, backend.TransactionHash(tx))
 }
@@ -175,7 +168,7 @@ func fillLegacyChainID(tx *backend.Transaction) error {
 	switch {
 	case tx.V.Eq(uint256.NewInt(27)) || tx.V.Eq(uint256.NewInt(28)):
 	case tx.V.Lt(uint256.NewInt(35)):
-		return fmt.Errorf("v: %s is not a legacy signature value", hexutil.EncodeU256(&tx.V))
+		return invalid("v", fmt.Errorf("%s is not a legacy signature value", hexutil.EncodeU256(&tx.V)))
 	default:
 		derived = new(uint256.Int).Sub(&tx.V, uint256.NewInt(35))
 		derived.Rsh(derived, 1)
@@ -187,28 +180,6 @@ func fillLegacyChainID(tx *backend.Transaction) error {
 		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: "none (v is " + hexutil.EncodeU256(&tx.V) + ")"}
 	case !tx.ChainID.Eq(derived):
 		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: hexutil.EncodeU256(derived)}
-	}
-	return nil
-}
-
-func checkTyped(tx *backend.Transaction) error {
-	switch {
-	case tx.ChainID == nil:
-		return &MissingError{Field: "chainId", Why: "required for a typed transaction"}
-	case !tx.V.IsUint64() || tx.V.Uint64() > 1:
-		return fmt.Errorf("v: %s: %w", hexutil.EncodeU256(&tx.V), backend.ErrInvalidYParity)
-	case tx.Type == backend.AccessListTxType && tx.GasPrice == nil:
-		return &MissingError{Field: "gasPrice", Why: "required for an access-list transaction"}
-	case tx.Type >= backend.DynamicFeeTxType && (tx.MaxFeePerGas == nil || tx.MaxPriorityFeePerGas == nil):
-		return &MissingError{Field: "maxFeePerGas", Why: "required with maxPriorityFeePerGas for a fee-market transaction"}
-	case tx.Type >= backend.BlobTxType && tx.To == nil:
-		return &MissingError{Field: "to", Why: "a blob or set-code transaction cannot create a contract"}
-	case tx.Type == backend.BlobTxType && tx.MaxFeePerBlobGas == nil:
-		return &MissingError{Field: "maxFeePerBlobGas", Why: "required for a blob transaction"}
-	case tx.Type == backend.BlobTxType && len(tx.BlobVersionedHashes) == 0:
-		return fmt.Errorf("blobVersionedHashes: %w", backend.ErrEmptyList)
-	case tx.Type == backend.SetCodeTxType && len(tx.AuthorizationList) == 0:
-		return fmt.Errorf("authorizationList: %w", backend.ErrEmptyList)
 	}
 	return nil
 }

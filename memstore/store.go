@@ -176,7 +176,10 @@ func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash,
 // chain id of transactions, uncle hashes and sizes) are computed when zero
 // and checked otherwise. The total difficulty is the parent's plus the
 // block's difficulty when the parent's is known, and a given value must
-// agree with it. On any error nothing is stored.
+// agree with it. Each transaction must give its sender and pass
+// backend.Transaction.Validate. A field that is missing or invalid is
+// reported as a *backend.FieldError, and a derived value given wrong as a
+// *MismatchError. On any error nothing is stored.
 //
 // The block becomes canonical at its number. If another block was canonical
 // there, the chain reorganises: the blocks above stay canonical only as
