@@ -15,9 +15,17 @@
 //	-safe N           the block the "safe" tag selects
 //	-finalized N      the block the "finalized" tag selects
 //	-chainid N        the chain id, for a dump whose transactions do not tell it
+//	-log-level L      debug, info, warn or error (default info); request
+//	                  lines are at info, so warn silences them
+//	-log-sample N     log one request line in N (default 1); errors are
+//	                  always logged
 //
 // For a dump, safe and finalized default to its head. The server stops
 // gracefully on SIGINT and SIGTERM.
+//
+// The access log names no API key: it shows a route shape ("rpc" or
+// "other") and, for an accepted key, a key id, the first 4 bytes of the
+// key's SHA-256 in hex.
 package main
 
 import (
@@ -38,6 +46,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
@@ -68,28 +78,94 @@ func main() {
 }
 
 type options struct {
-	addr, chain, keys string
-	safe, finalized   int64
-	chainID           uint64
+	addr, chain     string
+	keys            []string // nil for a generated key
+	safe, finalized int64
+	chainID         uint64
+	logLevel        slog.Level
+	logSample       uint64
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
+	var (
+		o            options
+		keys, level  string
+		sample       int
+		keysFromFlag bool
+	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8545", "`HOST:PORT` to listen on")
 	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain")
-	fs.StringVar(&o.keys, "keys", os.Getenv("BLOCKRPC_KEYS"), "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
+	fs.StringVar(&keys, "keys", "", "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
 	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
 	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
 	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
+	fs.StringVar(&level, "log-level", "info", "the least `level` logged: debug, info, warn or error (request lines are at info)")
+	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; errors are always logged")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) { keysFromFlag = keysFromFlag || f.Name == "keys" })
+	var err error
+	switch {
+	case keysFromFlag:
+		o.keys, err = parseKeys("-keys", keys)
+	default:
+		o.keys, err = parseKeys("BLOCKRPC_KEYS", os.Getenv("BLOCKRPC_KEYS"))
+	}
+	if err != nil {
+		return o, err
+	}
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil || !knownLevel(level) {
+		return o, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	if sample < 1 {
+		return o, fmt.Errorf("-log-sample %d: must be 1 or more", sample)
+	}
+	o.logSample = uint64(sample)
 	return o, nil
+}
+
+// knownLevel keeps to the four names the flag documents: slog also takes
+// offsets such as "info+2", which would only puzzle a reader of the command.
+func knownLevel(s string) bool {
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+		return true
+	}
+	return false
+}
+
+// parseKeys splits a comma-separated list of keys, trimming the spaces a
+// list written by hand has around its commas. A key that is empty or has
+// whitespace or a control character inside could never be sent as the last
+// path segment, and neither could one with a slash: each is refused by its
+// position, since an error message may end up where the key must not.
+func parseKeys(source, list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(list, ",")
+	keys := make([]string, 0, len(parts))
+	for i, k := range parts {
+		k = strings.TrimSpace(k)
+		switch {
+		case k == "":
+			return nil, fmt.Errorf("%s: key %d of %d is empty", source, i+1, len(parts))
+		case strings.IndexFunc(k, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+			return nil, fmt.Errorf("%s: key %d of %d has whitespace or a control character inside", source, i+1, len(parts))
+		case !utf8.ValidString(k):
+			return nil, fmt.Errorf("%s: key %d of %d is not valid UTF-8", source, i+1, len(parts))
+		case strings.Contains(k, "/"):
+			return nil, fmt.Errorf("%s: key %d of %d has a slash, which no request path can carry in a key", source, i+1, len(parts))
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // run serves until ctx is done, then shuts down gracefully.
@@ -98,24 +174,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 
 	store, err := loadChain(o)
 	if err != nil {
 		return err
 	}
-	keys, generated := strings.Split(o.keys, ","), false
-	if o.keys == "" {
+	keys, generated := o.keys, false
+	if keys == nil {
 		keys, generated = []string{newKey()}, true
 	}
-	for _, k := range keys {
-		if k == "" {
-			return errors.New("-keys: empty key")
-		}
-	}
 
+	keySet := blockrpc.NewKeySet(keys...)
 	handler := blockrpc.NewHandler(blockrpc.NewService(store),
-		blockrpc.WithKeys(blockrpc.NewKeySet(keys...)),
+		blockrpc.WithKeys(keySet),
 		blockrpc.WithLogger(log),
 		blockrpc.WithGzip(),
 	)
@@ -123,8 +195,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	access := newAccessLog(log, keySet, o.logSample, handler)
 	srv := &http.Server{
-		Handler:           accessLog(log, handler),
+		Handler:           access,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -266,39 +339,4 @@ func newestWithUncles(ctx context.Context, store *memstore.Store) (*backend.Bloc
 		}
 	}
 	return nil, false
-}
-
-// accessLog logs each request with the API key cut out of the path.
-func accessLog(log *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r)
-		log.Info("request", "method", r.Method, "path", redactKey(r.URL.Path), "status", rec.status,
-			"bytes", rec.bytes, "duration", time.Since(start).Round(time.Microsecond), "remote", r.RemoteAddr)
-	})
-}
-
-// redactKey replaces what follows /v3/ in a path, the API key, with "***".
-func redactKey(path string) string {
-	if i := strings.Index(path, "/v3/"); i >= 0 && len(path) > i+4 {
-		return path[:i+4] + "***"
-	}
-	return path
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status, bytes int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
-}
-
-func (r *statusRecorder) Write(p []byte) (int, error) {
-	n, err := r.ResponseWriter.Write(p)
-	r.bytes += n
-	return n, err
 }
