@@ -15,13 +15,17 @@
 //	-safe N           the block the "safe" tag selects
 //	-finalized N      the block the "finalized" tag selects
 //	-chainid N        the chain id, for a dump whose transactions do not tell it
+//	-grace DURATION   how long requests in flight may take to finish once
+//	                  SIGINT or SIGTERM arrives (default 10s)
 //	-log-level L      debug, info, warn or error (default info); request
 //	                  lines are at info, so warn silences them
 //	-log-sample N     log one request line in N (default 1); errors are
 //	                  always logged
 //
-// For a dump, safe and finalized default to its head. The server stops
-// gracefully on SIGINT and SIGTERM.
+// For a dump, safe and finalized default to its head. On SIGINT or SIGTERM
+// the server stops accepting, lets the requests in flight finish within the
+// grace, cuts the rest, logs how many it cut and exits with status 0; a
+// signal during the load of a dump ends the load and the run.
 //
 // The access log names no API key: it shows a route shape ("rpc" or
 // "other") and, for an accepted key, a key id, the first 4 bytes of the
@@ -82,6 +86,7 @@ type options struct {
 	keys            []string // nil for a generated key
 	safe, finalized int64
 	chainID         uint64
+	grace           time.Duration
 	logLevel        slog.Level
 	logSample       uint64
 }
@@ -101,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
 	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
 	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long requests in flight may take to finish on SIGINT or SIGTERM before they are cut")
 	fs.StringVar(&level, "log-level", "info", "the least `level` logged: debug, info, warn or error (request lines are at info)")
 	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; errors are always logged")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +125,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err != nil {
 		return o, err
+	}
+	if o.grace < 0 {
+		return o, fmt.Errorf("-grace %v: must not be negative", o.grace)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil || !knownLevel(level) {
 		return o, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
@@ -176,7 +185,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 
-	store, err := loadChain(o)
+	store, err := loadChainUntil(ctx, log, o)
+	if errors.Is(err, errInterrupted) {
+		log.Warn("stopped: the chain load was interrupted before it ended", "chain", o.chain)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -219,20 +232,70 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
+	log.Info("shutting down", "in_flight", access.inFlight.Load(), "grace", o.grace)
+	cut, err := shutdown(srv, access, o.grace)
+	if err != nil {
 		return err
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	if cut > 0 {
+		log.Warn("stopped: cut the requests still in flight when the grace ended", "cut", cut, "grace", o.grace)
+	} else {
+		log.Info("stopped", "cut", 0)
+	}
 	return nil
 }
 
-// loadChain returns the chain to serve with its tags set.
-func loadChain(o options) (*memstore.Store, error) {
+// shutdown stops accepting and lets the requests in flight finish within
+// grace, then closes every connection: a client reading slowly on purpose
+// must not hold the process past what the operator allowed. It returns how
+// many requests were still in flight when their connections were closed.
+func shutdown(srv *http.Server, access *accessLog, grace time.Duration) (cut int64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err = srv.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return 0, err
+	}
+	cut = access.inFlight.Load()
+	return cut, srv.Close()
+}
+
+// errInterrupted ends a load that the run's context cut short.
+var errInterrupted = errors.New("the chain load was interrupted")
+
+// loadChainUntil loads the chain, returning errInterrupted as soon as ctx is
+// done. Reading a dump stops at its next read, but a read may block for
+// long (a dump on a pipe or a slow mount), so the run does not wait for it.
+func loadChainUntil(ctx context.Context, log *slog.Logger, o options) (*memstore.Store, error) {
+	if o.chain != "" {
+		log.Info("loading", "chain", o.chain)
+	}
+	type loaded struct {
+		store *memstore.Store
+		err   error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		store, err := loadChain(ctx, o)
+		done <- loaded{store, err}
+	}()
+	select {
+	case l := <-done:
+		if l.err != nil && ctx.Err() != nil {
+			return nil, errInterrupted
+		}
+		return l.store, l.err
+	case <-ctx.Done():
+		return nil, errInterrupted
+	}
+}
+
+// loadChain returns the chain to serve with its tags set; reading a dump
+// stops with ctx's error once ctx is done.
+func loadChain(ctx context.Context, o options) (*memstore.Store, error) {
 	var store *memstore.Store
 	safe, finalized := o.safe, o.finalized
 	if o.chain != "" {
@@ -241,7 +304,7 @@ func loadChain(o options) (*memstore.Store, error) {
 			return nil, err
 		}
 		defer f.Close()
-		if store, err = memstore.Load(f); err != nil {
+		if store, err = memstore.Load(ctxReader{ctx, f}); err != nil {
 			return nil, fmt.Errorf("%s: %w", o.chain, err)
 		}
 		head, err := store.BlockByNumber(context.Background(), backend.Latest)
@@ -270,6 +333,20 @@ func loadChain(o options) (*memstore.Store, error) {
 		}
 	}
 	return store, nil
+}
+
+// ctxReader ends a read with ctx's error once ctx is done, which is how
+// memstore.Load, taking only a reader, learns that it should stop.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 func orDefault(v, def int64) int64 {

@@ -23,7 +23,7 @@ import (
 // TestDemoChain checks that the built-in chain has what the demo promises:
 // every fork's features, consistent total difficulty, and the tags set.
 func TestDemoChain(t *testing.T) {
-	store, err := loadChain(options{safe: -1, finalized: -1})
+	store, err := loadChain(context.Background(), options{safe: -1, finalized: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +205,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"-chain", filepath.Join(t.TempDir(), "missing.jsonl")},
 		{"-chainid", "-3"},
 		{"-keys", "a,,b"},
+		{"-grace", "-1s"},
 		{"-log-level", "loud"},
 		{"-log-level", "info+2"},
 		{"-log-sample", "0"},

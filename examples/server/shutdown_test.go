@@ -1,0 +1,243 @@
+package main
+
+// A shutdown bounded in time: a client reading slowly cannot hold the
+// server past its grace, nor a slow dump hold its load past a signal.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// TestShutdownCutsASlowReader holds a request in flight past the grace
+// with a client that reads its answer a byte at a time, and checks that
+// SIGTERM ends the server on time, cleanly, saying what it cut.
+func TestShutdownCutsASlowReader(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	// A block of 11 kB of extra data, answered 1,000 times in one batch: a
+	// 22 MB answer, more than the socket buffers hold once the client's
+	// receive buffer is made small, and within the 25 MB response limit.
+	const key = "slow-reader"
+	p := startBinary(t, "-addr", "127.0.0.1:0", "-grace", grace.String(), "-chain", bigBlockDump(t, 11_000), "-keys", key)
+	p.waitServing(t)
+	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(p.stdout.String())
+	if addr == nil {
+		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
+	}
+
+	var batch strings.Builder
+	batch.WriteByte('[')
+	for i := range 1000 {
+		if i > 0 {
+			batch.WriteByte(',')
+		}
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["latest",true]}`, i)
+	}
+	batch.WriteByte(']')
+	dialer := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
+	conn, err := dialer.Dial("tcp", addr[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		key, addr[1], batch.Len(), batch.String())
+	// The first byte of the answer: the handler is writing it.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("no answer begins: %v", err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	go func() {
+		b := make([]byte, 1)
+		for {
+			if _, err := conn.Read(b); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, took := p.wait(t, 30*time.Second)
+	t.Logf("exit status %d, %v after SIGTERM", code, took.Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("exit status %d, want 0:\n%s", code, p.stderr.String())
+	}
+	// The margin is for a loaded machine; a server waiting for the client
+	// would take its minutes.
+	if limit := grace + 5*time.Second; took > limit {
+		t.Errorf("the server took %v to stop after SIGTERM, want under %v", took, limit)
+	}
+	if logs := p.stderr.String(); !regexp.MustCompile(`msg="stopped: cut[^\n]* cut=1 `).MatchString(logs) {
+		t.Errorf("the log does not say that 1 request was cut:\n%s", logs)
+	}
+}
+
+// TestSignalDuringLoad sends SIGTERM while the server reads a dump that
+// arrives slowly, through a named pipe, and checks that it stops at once.
+func TestSignalDuringLoad(t *testing.T) {
+	dump, err := os.ReadFile(writeDump(t, 50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "chain.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no named pipe: %v", err)
+	}
+	p := startBinary(t, "-addr", "127.0.0.1:0", "-chain", fifo)
+
+	// Opening the pipe's end without blocking succeeds once the server
+	// has opened the other: it is then loading, its signals caught.
+	var w *os.File
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		w, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) || p.exited() {
+			t.Fatalf("the server does not open the dump: %v\n%s", err, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer w.Close()
+	// Part of the dump, the rest never comes while the server runs.
+	half := bytes.IndexByte(dump[len(dump)/2:], '\n') + len(dump)/2 + 1
+	if _, err := w.Write(dump[:half]); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, took := p.wait(t, 15*time.Second)
+	t.Logf("exit status %d, %v after SIGTERM", code, took.Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("exit status %d, want 0:\n%s", code, p.stderr.String())
+	}
+	if logs := p.stderr.String(); !strings.Contains(logs, "load was interrupted") {
+		t.Errorf("the log does not say that the load was interrupted:\n%s", logs)
+	}
+}
+
+// bigBlockDump writes a dump of one block with extra bytes of extra data.
+func bigBlockDump(t *testing.T, extra int) string {
+	t.Helper()
+	store := memstore.New()
+	b := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, ExtraData: bytes.Repeat([]byte{0xab}, extra)}}
+	b.Difficulty.SetUint64(1)
+	if err := store.AddBlock(b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "big.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := store.Save(f); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// process is the server built and run as an operator runs it.
+type process struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	done           chan struct{}
+}
+
+// buildServer builds the command into the test's directory.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build the server with: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "server")
+	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func startBinary(t *testing.T, args ...string) *process {
+	t.Helper()
+	p := &process{
+		cmd:    exec.Command(buildServer(t), args...),
+		stdout: new(syncBuffer),
+		stderr: new(syncBuffer),
+		done:   make(chan struct{}),
+	}
+	p.cmd.Env = append(os.Environ(), "BLOCKRPC_KEYS=")
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if !p.exited() {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitServing waits for the server to listen and to print its endpoint;
+// the two streams are copied apart, so either may come first.
+func (p *process) waitServing(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.stderr.String(), "msg=serving") || !strings.Contains(p.stdout.String(), "JSON-RPC endpoint:"); {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("the server does not serve:\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// wait waits for the process to exit and returns its status and the time
+// it took since now, killing it after limit.
+func (p *process) wait(t *testing.T, limit time.Duration) (int, time.Duration) {
+	t.Helper()
+	from := time.Now()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("the server did not stop within %v of the signal:\n%s", limit, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode(), time.Since(from)
+}
