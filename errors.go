@@ -33,6 +33,7 @@ const (
 	codeServerError      = -32000 // a backend failure, or a typed method's error
 	codeTimeout          = -32002
 	codeResponseTooLarge = -32003
+	codeLimitExceeded    = -32005 // a rate or capacity limit, as hosted providers answer
 )
 
 // rpcError is an error answered with its own code and message.

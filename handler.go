@@ -2,16 +2,20 @@ package blockrpc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Handler serves the Service as JSON-RPC 2.0 over HTTP. It answers POST
@@ -22,6 +26,8 @@ import (
 type Handler struct {
 	methods map[string]method
 	cfg     config
+	slots   chan struct{} // one per batch being rendered; nil: no limit
+	pending atomic.Int64  // answer bytes being written, all requests together
 }
 
 // NewHandler returns a Handler serving s.
@@ -29,6 +35,9 @@ func NewHandler(s *Service, opts ...Option) *Handler {
 	h := &Handler{methods: methodTable(s), cfg: defaultConfig()}
 	for _, opt := range opts {
 		opt(&h.cfg)
+	}
+	if h.cfg.batchConcurrency > 0 {
+		h.slots = make(chan struct{}, h.cfg.batchConcurrency)
 	}
 	if h.cfg.keys == nil {
 		h.log(context.Background(), slog.LevelWarn, "blockrpc: no key validator: every request will be refused with 401")
@@ -39,56 +48,86 @@ func NewHandler(s *Service, opts ...Option) *Handler {
 var (
 	jsonContentType = []string{"application/json"}
 	gzipEncoding    = []string{"gzip"}
+	retryAfter      = []string{"1"}
 )
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := answerWriter{h: h, w: w, r: r}
+	defer a.release()
+	var info *RequestInfo
+	if h.cfg.observer != nil && h.cfg.observer.Request != nil {
+		info = &RequestInfo{}
+		defer h.observeRequest(r.Context(), &a, info, time.Now())
+	}
 	if h.cors(w, r) {
+		a.status = http.StatusNoContent
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		h.refuse(w, http.StatusMethodNotAllowed, codeInvalidRequest, "method not allowed")
-		return
-	}
-	key, ok := apiKey(r.URL.Path)
+	key, ok := h.admit(&a)
 	if !ok {
-		h.refuse(w, http.StatusNotFound, codeInvalidRequest, "not found: the path must end in /v3/<API_KEY>")
 		return
 	}
-	// The checks that cost nothing come before the key's, which may ask
-	// a database.
-	if !isJSON(r.Header.Get("Content-Type")) {
-		h.refuse(w, http.StatusUnsupportedMediaType, codeInvalidRequest, "invalid content type, only application/json is supported")
-		return
+	if info != nil {
+		info.KeyID = KeyID(key)
 	}
-	if h.cfg.bodyLimit > 0 && r.ContentLength > h.cfg.bodyLimit {
-		h.refuse(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("content length too large (%d>%d)", r.ContentLength, h.cfg.bodyLimit))
-		return
-	}
-	if status, code, msg := h.checkKey(r.Context(), key); status != 0 {
-		h.refuse(w, status, code, msg)
-		return
-	}
-
 	body := getBuffer()
 	defer putBuffer(body)
 	var err error
 	*body, err = h.readBody(w, r, (*body)[:0])
 	var tooLarge *http.MaxBytesError
+	var netErr net.Error
 	switch {
 	case errors.As(err, &tooLarge):
-		h.refuse(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
+		a.refuse(http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
+		return
+	case errors.As(err, &netErr) && netErr.Timeout():
+		a.refuse(http.StatusRequestTimeout, codeInvalidRequest, "timed out reading the request body")
 		return
 	case err != nil:
-		h.refuse(w, http.StatusBadRequest, codeInvalidRequest, "read error")
+		a.refuse(http.StatusBadRequest, codeInvalidRequest, "read error")
 		return
 	}
+	h.serveJSONRPC(r.Context(), *body, &a, info)
+	a.finish(info != nil)
+}
 
-	out := getBuffer()
-	defer putBuffer(out)
-	*out = h.serveJSONRPC(r.Context(), *body, (*out)[:0])
-	h.write(w, r, *out)
+// admit checks what a request must be to be read: a POST of JSON, under the
+// size limit, at a path with a key that is accepted, while the server is not
+// overloaded. It refuses any other and reports false.
+func (h *Handler) admit(a *answerWriter) (key string, ok bool) {
+	r := a.r
+	if r.Method != http.MethodPost {
+		a.w.Header().Set("Allow", "POST")
+		a.refuse(http.StatusMethodNotAllowed, codeInvalidRequest, "method not allowed")
+		return "", false
+	}
+	key, ok = apiKey(r.URL.Path)
+	if !ok {
+		a.refuse(http.StatusNotFound, codeInvalidRequest, "not found: the path must end in /v3/<API_KEY>")
+		return "", false
+	}
+	// The checks that cost nothing come before the key's, which may ask
+	// a database.
+	if !isJSON(r.Header.Get("Content-Type")) {
+		a.refuse(http.StatusUnsupportedMediaType, codeInvalidRequest, "invalid content type, only application/json is supported")
+		return "", false
+	}
+	if h.cfg.bodyLimit > 0 && r.ContentLength > h.cfg.bodyLimit {
+		a.refuse(http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("content length too large (%d>%d)", r.ContentLength, h.cfg.bodyLimit))
+		return "", false
+	}
+	if status, code, msg := h.checkKey(r.Context(), key); status != 0 {
+		a.refuse(status, code, msg)
+		return "", false
+	}
+	if h.cfg.backlogLimit > 0 && h.pending.Load() > h.cfg.backlogLimit {
+		h.log(r.Context(), slog.LevelWarn, "blockrpc: refused a request: the backlog of answers being written is over its limit", "limit", h.cfg.backlogLimit)
+		a.w.Header()["Retry-After"] = retryAfter
+		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, "server busy: too many answers waiting for their clients, retry later")
+		return "", false
+	}
+	return key, true
 }
 
 // apiKey returns the key of a path ending in /v3/<key>, and false for a
@@ -178,44 +217,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) (
 	}
 }
 
-// refuse answers a request that does not reach JSON-RPC with an HTTP status
-// and a JSON-RPC error body, so that JSON clients can read why.
-func (h *Handler) refuse(w http.ResponseWriter, status, code int, msg string) {
-	body := appendError(nil, nil, code, msg)
-	w.Header()["Content-Type"] = jsonContentType
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
-
-// write sends a JSON-RPC answer; an empty one (notifications only) is an
-// empty 200 response.
-func (h *Handler) write(w http.ResponseWriter, r *http.Request, out []byte) {
-	header := w.Header()
-	header["Content-Type"] = jsonContentType
-	if len(out) == 0 {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	out = append(out, '\n')
-	if h.cfg.gzip {
-		header.Add("Vary", "Accept-Encoding")
-		if len(out) >= gzipThreshold && acceptsGzip(r) {
-			zipped := getBuffer()
-			defer putBuffer(zipped)
-			*zipped = gzipBytes((*zipped)[:0], out)
-			header["Content-Encoding"] = gzipEncoding
-			out = *zipped
-		}
-	}
-	header["Content-Length"] = []string{strconv.Itoa(len(out))}
-	w.WriteHeader(http.StatusOK)
-	w.Write(out)
-}
-
-// Buffers are reused across requests: an answer is built in one buffer and
-// written with one call. Very large ones are let go rather than pooled.
-const maxPooledBuffer = 8 << 20
+// Buffers are reused across requests. Large ones are let go rather than
+// pooled, so that the pool never keeps a giant answer's memory.
+const maxPooledBuffer = 4 << 20
 
 var buffers = sync.Pool{New: func() any {
 	b := make([]byte, 0, 16<<10)
@@ -234,4 +238,23 @@ func (h *Handler) log(ctx context.Context, level slog.Level, msg string, args ..
 	if h.cfg.logger != nil {
 		h.cfg.logger.Log(ctx, level, msg, args...)
 	}
+}
+
+// KeyID returns a short, stable id of an API key for logs and usage
+// records: the first 4 bytes of its SHA-256, in hex. It tells keys apart
+// without revealing them.
+func KeyID(key string) string {
+	digest := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(digest[:4])
+}
+
+func (h *Handler) observeRequest(ctx context.Context, a *answerWriter, info *RequestInfo, start time.Time) {
+	info.Status = a.status
+	info.Written = a.written
+	// A client that went away before its answer was complete may not make
+	// the last write fail (it closed without a byte to read), but it
+	// cancels the request.
+	info.Cut = a.err != nil || errors.Is(ctx.Err(), context.Canceled)
+	info.Duration = time.Since(start)
+	h.cfg.observer.Request(ctx, *info)
 }

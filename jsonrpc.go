@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxMethodName bounds the method name echoed in an error, as go-ethereum's.
@@ -31,32 +32,91 @@ func (q *request) validID() bool {
 	return q.id != nil && q.id[0] != '{' && q.id[0] != '['
 }
 
-// serveJSONRPC answers a request body, single or batch, into out. Like
-// go-ethereum it reads the first JSON value of the body and ignores what
-// follows. The answer is empty when there is nothing to answer
-// (notifications, responses).
-func (h *Handler) serveJSONRPC(ctx context.Context, body, out []byte) []byte {
+// serveJSONRPC answers a request body, single or batch. Like go-ethereum it
+// reads the first JSON value of the body and ignores what follows. Nothing
+// is answered when there is nothing to answer (notifications, responses).
+func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter, info *RequestInfo) {
+	out := a.out()
 	start := skipSpace(body, 0)
 	if start == len(body) {
-		return appendError(out, nil, codeParseError, "parse error")
+		*out = appendError(*out, nil, codeParseError, "parse error")
+		return
 	}
 	// valueEnd only scans, so the span it finds is checked before use.
 	end := valueEnd(body, start)
 	if !json.Valid(body[start:end]) {
-		return appendError(out, nil, codeParseError, "parse error")
+		*out = appendError(*out, nil, codeParseError, "parse error")
+		return
 	}
 	if body[start] != '[' {
-		return h.answer(ctx, body[start:end], out)
+		if info != nil {
+			info.Calls = 1
+			info.Method = h.served(classifiedName(body[start:end]))
+		}
+		*out = h.answer(ctx, body[start:end], *out)
+		return
 	}
-	return h.batch(ctx, body[start:end], out)
+	h.batch(ctx, body[start:end], a, info)
 }
 
 // batch answers a batch: the answers in the order of the calls, without
-// those of notifications and responses.
-func (h *Handler) batch(ctx context.Context, batch, out []byte) []byte {
-	// Spans of the elements, no more of them than the limit allows: a
-	// batch too large is refused before anything is kept of it.
-	limit := h.cfg.batchLimit
+// those of notifications and responses, written as they are produced.
+func (h *Handler) batch(ctx context.Context, batch []byte, a *answerWriter, info *RequestInfo) {
+	elements, count := batchElements(batch, h.cfg.batchLimit)
+	if info != nil {
+		info.Batch, info.Calls = true, count
+	}
+	out := a.out()
+	switch {
+	case count == 0:
+		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
+		return
+	case len(elements) < count:
+		*out = h.refuseBatch(batch, *out)
+		return
+	}
+	answered, size := 0, 0
+	for _, e := range elements {
+		if a.err != nil {
+			return // the client is gone: the rest would be rendered for nobody
+		}
+		slotErr := a.acquireSlot(ctx)
+		element := batch[e[0]:e[1]]
+		before := len(*out)
+		if answered == 0 {
+			*out = append(*out, '[')
+		} else {
+			*out = append(*out, ',')
+		}
+		start := len(*out)
+		switch {
+		case slotErr != nil || ctx.Err() != nil:
+			// A batch ends with its deadline: the calls left are
+			// answered, not run.
+			code, message := h.errorCode(ctx, ctx.Err(), "")
+			*out = h.refuseCall(element, *out, code, message)
+		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
+			*out = h.refuseCall(element, *out, codeResponseTooLarge, "response too large")
+		default:
+			*out = h.answer(ctx, element, *out)
+			size += payloadSize((*out)[start:])
+		}
+		if len(*out) == start {
+			*out = (*out)[:before] // nothing to answer: no separator either
+			continue
+		}
+		answered++
+		a.flushFull()
+	}
+	if answered > 0 {
+		*out = append(*out, ']')
+	}
+}
+
+// batchElements returns the spans of a batch's elements and how many there
+// are, keeping no more spans than limit allows: a batch too large is refused
+// before anything is kept of it.
+func batchElements(batch []byte, limit int) ([][2]int, int) {
 	var elements [][2]int
 	count := 0
 	for i := skipSpace(batch, 1); batch[i] != ']'; count++ {
@@ -66,45 +126,7 @@ func (h *Handler) batch(ctx context.Context, batch, out []byte) []byte {
 		}
 		i = nextMember(batch, end)
 	}
-	switch {
-	case count == 0:
-		return appendError(out, nil, codeInvalidRequest, "empty batch")
-	case limit > 0 && count > limit:
-		return h.refuseBatch(batch, out)
-	}
-
-	mark := len(out)
-	out = append(out, '[')
-	answered, size := 0, 0
-	for _, e := range elements {
-		element := batch[e[0]:e[1]]
-		before := len(out)
-		if answered > 0 {
-			out = append(out, ',')
-		}
-		start := len(out)
-		switch {
-		case ctx.Err() != nil:
-			// A batch ends with its deadline: the calls left are
-			// answered, not run.
-			code, message := h.errorCode(ctx, ctx.Err(), "")
-			out = h.refuseCall(element, out, code, message)
-		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
-			out = h.refuseCall(element, out, codeResponseTooLarge, "response too large")
-		default:
-			out = h.answer(ctx, element, out)
-			size += payloadSize(out[start:])
-		}
-		if len(out) == start {
-			out = out[:before] // nothing to answer: no comma either
-			continue
-		}
-		answered++
-	}
-	if answered == 0 {
-		return out[:mark]
-	}
-	return append(out, ']')
+	return elements, count
 }
 
 // refuseBatch answers a batch with more calls than the limit: the protocol
@@ -187,8 +209,52 @@ func echoedID(q request) []byte {
 }
 
 // answer appends the answer to one request object (nothing for a
-// notification).
+// notification), and tells the observer.
 func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
+	if h.cfg.observer == nil || h.cfg.observer.Call == nil {
+		return h.reply(ctx, raw, out)
+	}
+	start, mark := time.Now(), len(out)
+	out = h.reply(ctx, raw, out)
+	if len(out) > mark {
+		h.cfg.observer.Call(ctx, CallInfo{
+			Method:   h.served(classifiedName(raw)),
+			Code:     answerCode(out[mark:]),
+			Duration: time.Since(start),
+			Bytes:    len(out) - mark,
+		})
+	}
+	return out
+}
+
+// served returns the name of a method the handler serves, and "" for any
+// other name: what observers may use as a label.
+func (h *Handler) served(name []byte) string {
+	if _, ok := h.methods[string(name)]; ok {
+		return string(name)
+	}
+	return ""
+}
+
+// classifiedName returns the method name of a message.
+func classifiedName(raw []byte) []byte {
+	_, name, _ := classify(raw)
+	return name
+}
+
+// answerCode returns the error code of an answer, 0 for a result.
+func answerCode(answer []byte) int {
+	afterID := valueEnd(answer, len(`{"jsonrpc":"2.0","id":`))
+	rest, ok := bytes.CutPrefix(answer[afterID:], []byte(`,"error":{"code":`))
+	if !ok {
+		return 0
+	}
+	code, _ := strconv.Atoi(string(rest[:valueEnd(rest, 0)]))
+	return code
+}
+
+// reply appends the answer to one request object.
+func (h *Handler) reply(ctx context.Context, raw, out []byte) []byte {
 	q, name, kind := classify(raw)
 	switch {
 	case kind == invalid:

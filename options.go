@@ -1,13 +1,20 @@
 package blockrpc
 
-import "log/slog"
+import (
+	"log/slog"
+	"runtime"
+)
 
-// The defaults of the limits are go-ethereum's.
+// The defaults of the per-request limits are go-ethereum's.
 const (
 	DefaultBatchLimit    = 1000
 	DefaultResponseLimit = 25_000_000
 	DefaultBodyLimit     = 5 * 1024 * 1024
 )
+
+// DefaultBacklogLimit is the default bound on the answer bytes that all
+// requests together hold while their clients read them.
+const DefaultBacklogLimit = 256 << 20
 
 // An Option configures a Handler.
 type Option func(*config)
@@ -20,13 +27,19 @@ type config struct {
 	gzip          bool
 	corsOrigins   []string
 	logger        *slog.Logger
+	observer      *Observer
+
+	batchConcurrency int
+	backlogLimit     int64
 }
 
 func defaultConfig() config {
 	return config{
-		batchLimit:    DefaultBatchLimit,
-		responseLimit: DefaultResponseLimit,
-		bodyLimit:     DefaultBodyLimit,
+		batchLimit:       DefaultBatchLimit,
+		responseLimit:    DefaultResponseLimit,
+		bodyLimit:        DefaultBodyLimit,
+		batchConcurrency: max(1, runtime.GOMAXPROCS(0)/2),
+		backlogLimit:     DefaultBacklogLimit,
 	}
 }
 
@@ -62,3 +75,17 @@ func WithCORS(origins ...string) Option {
 // panics and refused keys (never the keys themselves). By default it
 // reports nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithBatchConcurrency sets how many batches are rendered at once (default
+// half of GOMAXPROCS, at least 1); the others wait their turn, so that big
+// batches leave CPU to single calls, which never wait. A batch waits only
+// while it renders, never while its client reads. 0 or less removes the
+// limit.
+func WithBatchConcurrency(n int) Option { return func(c *config) { c.batchConcurrency = n } }
+
+// WithBacklogLimit bounds the answer bytes that all requests together hold
+// while their clients read them (default 256 MiB). Past it, new requests are
+// refused with 503 and a Retry-After header until the backlog drains. A
+// request holds at most a chunk of a batch's answers at a time, or its one
+// answer. 0 or less removes the limit.
+func WithBacklogLimit(n int64) Option { return func(c *config) { c.backlogLimit = n } }

@@ -1,0 +1,238 @@
+package blockrpc_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// fullBlockBatch is a batch of n calls for mainnet block 18,000,000 with its
+// transactions: a 650 KB answer each.
+func fullBlockBatch(n int) string {
+	calls := make([]string, n)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x112A880",true]}`, i)
+	}
+	return "[" + strings.Join(calls, ",") + "]"
+}
+
+// stallingClient sends body and never reads the answer; its small receive
+// buffer makes the server's writes block soon.
+func stallingClient(t *testing.T, addr, body string, gzip bool) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() }) // before the server's own cleanup, which waits for its requests
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	encoding := ""
+	if gzip {
+		encoding = "Accept-Encoding: gzip\r\n"
+	}
+	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s",
+		testKey, encoding, len(body), body)
+	return conn
+}
+
+// heapPeak samples the heap in use until stop is closed and returns the
+// highest value seen.
+func heapPeak(stop <-chan struct{}) <-chan uint64 {
+	peak := make(chan uint64, 1)
+	go func() {
+		var max uint64
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			max = maxOf(max, m.HeapInuse)
+			select {
+			case <-stop:
+				peak <- max
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return peak
+}
+
+func maxOf(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// TestStalledReadersHoldLittleMemory sends big batches of full blocks from
+// clients that never read their answers. Built whole, each answer would
+// take 25 MB (the response limit) and more with gzip; written as produced,
+// a stalled request holds about a chunk and one block. Meanwhile another
+// client's requests are answered, and when the stalled clients go away
+// their requests end without rendering the rest.
+func TestStalledReadersHoldLittleMemory(t *testing.T) {
+	store, _ := largestMainnetBlockT(t)
+	var cut atomic.Int32
+	observer := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) {
+		if r.Batch && r.Cut {
+			cut.Add(1)
+		}
+	}}
+	srv := newServer(t, store, blockrpc.WithGzip(), blockrpc.WithObserver(observer))
+	const stalled = 30
+	body := fullBlockBatch(1000)
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stop := make(chan struct{})
+	peak := heapPeak(stop)
+	var conns []net.Conn
+	for i := range stalled {
+		conns = append(conns, stallingClient(t, srv.Listener.Addr().String(), body, i%2 == 0))
+	}
+	for range 20 {
+		status, out := post(t, srv, latestBlock)
+		if status != http.StatusOK || !bytes.Contains(out, []byte(`"result":{`)) {
+			t.Fatalf("an honest request during the stall: %d %.200s", status, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	grown := int64(<-peak) - int64(before.HeapInuse)
+	// 30 answers built whole would be 750 MB and more; streamed, each
+	// holds a chunk, one block and a gzip stream: a few MB.
+	if limit := int64(stalled * 5 << 20); grown > limit {
+		t.Errorf("the heap grew by %d MB with %d stalled clients, want under %d MB", grown>>20, stalled, limit>>20)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for cut.Load() < stalled && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := cut.Load(); n != stalled {
+		t.Errorf("%d of %d requests of departed clients were seen cut", n, stalled)
+	}
+}
+
+// largestMainnetBlockT loads the mainnet fixtures into a store.
+func largestMainnetBlockT(t testing.TB) (*memstore.Store, *backend.Block) {
+	t.Helper()
+	store, err := memstore.Load(bytes.NewReader(mainnetDump(t, mainnetCases(t))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := store.BlockByNumber(context.Background(), 18_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, block
+}
+
+// TestBacklogLimit checks that once the answers waiting for their clients
+// pass the backlog limit, new requests are refused with 503 and
+// Retry-After, and served again once the backlog drains.
+func TestBacklogLimit(t *testing.T) {
+	store, _ := largestMainnetBlockT(t)
+	srv := newServer(t, store, blockrpc.WithBacklogLimit(1))
+	conn := stallingClient(t, srv.Listener.Addr().String(), fullBlockBatch(100), false)
+	refused := false
+	for deadline := time.Now().Add(20 * time.Second); !refused && time.Now().Before(deadline); {
+		resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, latestBlock, "Content-Type", "application/json"))
+		switch resp.StatusCode {
+		case http.StatusOK:
+			time.Sleep(20 * time.Millisecond)
+		case http.StatusServiceUnavailable:
+			refused = true
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("a 503 for a full backlog has no Retry-After")
+			}
+			checkError(t, parseAnswer(t, out), -32005, "server busy: too many answers waiting for their clients, retry later")
+		default:
+			t.Fatalf("status %d: %s", resp.StatusCode, out)
+		}
+	}
+	if !refused {
+		t.Fatal("requests were still served with a stalled answer over the backlog limit")
+	}
+	conn.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		status, _ := post(t, srv, latestBlock)
+		if status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still refused (%d) after the stalled client left", status)
+		}
+	}
+}
+
+// gate is a backend whose block lookups wait at a gate, counting how many
+// wait at once.
+type gate struct {
+	backend.Backend
+	open      chan struct{}
+	entered   chan struct{}
+	inside    atomic.Int32
+	maxInside atomic.Int32
+}
+
+func (g *gate) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	if n != backend.Latest {
+		now := g.inside.Add(1)
+		defer g.inside.Add(-1)
+		for old := g.maxInside.Load(); now > old && !g.maxInside.CompareAndSwap(old, now); old = g.maxInside.Load() {
+		}
+		g.entered <- struct{}{}
+		<-g.open
+	}
+	return g.Backend.BlockByNumber(ctx, n)
+}
+
+// TestBatchConcurrency checks that no more batches render at once than the
+// limit allows, and that a single call never waits for a batch's turn.
+func TestBatchConcurrency(t *testing.T) {
+	c := newTestChain(t)
+	g := &gate{Backend: c.store, open: make(chan struct{}), entered: make(chan struct{}, 16)}
+	srv := newServer(t, g, blockrpc.WithBatchConcurrency(1))
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false]},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x2",false]}]`
+
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, out := post(t, srv, batch); status != http.StatusOK {
+				t.Errorf("batch: %d %s", status, out)
+			}
+		}()
+	}
+	<-g.entered // one batch is rendering, and holds the only slot
+	// A single call goes by, while the batch still waits at the gate.
+	if status, out := post(t, srv, latestBlock); status != http.StatusOK {
+		t.Fatalf("a single call during a batch: %d %s", status, out)
+	}
+	select {
+	case <-g.entered:
+		t.Fatal("a second batch started rendering while the first held the only slot")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(g.open)
+	wg.Wait()
+	if n := g.maxInside.Load(); n != 1 {
+		t.Errorf("%d batches rendered at once, want 1", n)
+	}
+}

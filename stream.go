@@ -1,0 +1,210 @@
+package blockrpc
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"net/http"
+	"runtime"
+	"strconv"
+)
+
+// chunkSize is how much of a batch's answers is held before it is written.
+// A request holds at most one chunk and the answer that overflowed it, so
+// that a client that does not read pins little memory whatever it asked
+// for: 64 KiB keeps the number of writes small next to the rendering.
+const chunkSize = 64 << 10
+
+// answerWriter writes the answers of one request. A single answer, and a
+// batch whose answers fit in one chunk, are sent whole with their
+// Content-Length. A longer batch is written as it is produced, chunk by
+// chunk (compressed as one gzip stream when the client takes gzip): the
+// memory it holds is bounded, and a client that stops reading stops the
+// work, since nothing more is rendered once a write has failed.
+type answerWriter struct {
+	h         *Handler
+	w         http.ResponseWriter
+	r         *http.Request
+	buf       *[]byte // answers not yet written; nil until the first
+	status    int     // the HTTP status sent, once sent
+	written   int64   // body bytes written
+	err       error   // the first failed write: the client is gone
+	streaming bool
+	zip       *gzip.Writer // when streaming compressed
+	zipped    bytes.Buffer // the compressed bytes of one chunk
+	slot      bool         // holds one of the handler's batch slots
+}
+
+// out returns the buffer that answers are appended to.
+func (a *answerWriter) out() *[]byte {
+	if a.buf == nil {
+		a.buf = getBuffer()
+		*a.buf = (*a.buf)[:0]
+	}
+	return a.buf
+}
+
+// release returns the buffers and the batch slot.
+func (a *answerWriter) release() {
+	a.releaseSlot()
+	if a.buf != nil {
+		putBuffer(a.buf)
+		a.buf = nil
+	}
+	if a.zip != nil {
+		gzipWriters.Put(a.zip)
+		a.zip = nil
+	}
+}
+
+// acquireSlot waits for one of the batch slots, which bound how many
+// batches are rendered at once, so that big batches leave CPU to everyone
+// else. A slot is held while rendering and let go while writing.
+func (a *answerWriter) acquireSlot(ctx context.Context) error {
+	if a.slot || a.h.slots == nil {
+		return nil
+	}
+	select {
+	case a.h.slots <- struct{}{}:
+		a.slot = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *answerWriter) releaseSlot() {
+	if a.slot {
+		<-a.h.slots
+		a.slot = false
+	}
+}
+
+// refuse answers a request that does not reach JSON-RPC with an HTTP status
+// and a JSON-RPC error body, so that JSON clients can read why.
+func (a *answerWriter) refuse(status, code int, msg string) {
+	body := appendError(nil, nil, code, msg)
+	body = append(body, '\n')
+	header := a.w.Header()
+	header["Content-Type"] = jsonContentType
+	header["Content-Length"] = []string{strconv.Itoa(len(body))}
+	a.send(status, body)
+}
+
+// flushFull writes the answers held once they fill a chunk.
+func (a *answerWriter) flushFull() {
+	if a.buf != nil && len(*a.buf) >= chunkSize {
+		a.flush()
+	}
+}
+
+// flush writes the answers held, starting the stream if need be. The batch
+// slot is let go first: a slow client must not hold up other batches.
+func (a *answerWriter) flush() {
+	if !a.streaming {
+		a.startStream()
+	}
+	data := *a.buf
+	if a.zip != nil {
+		a.zipped.Reset()
+		a.zip.Write(data) // writes to a bytes.Buffer cannot fail
+		data = a.zipped.Bytes()
+	}
+	a.releaseSlot()
+	a.writeBody(data)
+	*a.buf = (*a.buf)[:0]
+	if cap(*a.buf) > 4*chunkSize {
+		// An answer much larger than a chunk grew the buffer: let it go
+		// rather than hold it while the client reads.
+		*a.buf = make([]byte, 0, chunkSize)
+	}
+	runtime.Gosched() // between chunks, let light requests run
+}
+
+func (a *answerWriter) startStream() {
+	a.streaming = true
+	header := a.w.Header()
+	header["Content-Type"] = jsonContentType
+	if a.h.cfg.gzip {
+		header.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(a.r) {
+			header["Content-Encoding"] = gzipEncoding
+			a.zip = gzipWriters.Get().(*gzip.Writer)
+			a.zip.Reset(&a.zipped)
+		}
+	}
+	a.status = http.StatusOK
+	a.w.WriteHeader(http.StatusOK)
+}
+
+// finish writes what is left of the answer: the whole of it, with its
+// length, unless it is being streamed. An empty answer (notifications only)
+// is an empty 200 response.
+//
+// A stream, and any answer when an observer wants to know whether it was
+// cut, is flushed to the connection here: the last bytes would otherwise sit
+// in the server's buffer, and a client gone away would go unnoticed.
+func (a *answerWriter) finish(observed bool) {
+	var out []byte
+	if a.buf != nil {
+		out = *a.buf
+	}
+	if !a.streaming {
+		a.writeWhole(out)
+	} else if a.err == nil {
+		*a.buf = append(out, '\n')
+		a.flush()
+		if a.zip != nil {
+			a.zipped.Reset()
+			a.zip.Close()
+			a.writeBody(a.zipped.Bytes())
+		}
+	}
+	if (a.streaming || observed) && a.err == nil {
+		a.err = http.NewResponseController(a.w).Flush()
+	}
+}
+
+// writeWhole sends a complete answer with its Content-Length.
+func (a *answerWriter) writeWhole(out []byte) {
+	header := a.w.Header()
+	header["Content-Type"] = jsonContentType
+	if len(out) == 0 {
+		a.status = http.StatusOK
+		a.w.WriteHeader(http.StatusOK)
+		return
+	}
+	out = append(out, '\n')
+	*a.buf = out // the newline may have grown it
+	if a.h.cfg.gzip {
+		header.Add("Vary", "Accept-Encoding")
+		if len(out) >= gzipThreshold && acceptsGzip(a.r) {
+			zipped := getBuffer()
+			defer putBuffer(zipped)
+			*zipped = gzipBytes((*zipped)[:0], out)
+			header["Content-Encoding"] = gzipEncoding
+			out = *zipped
+		}
+	}
+	header["Content-Length"] = []string{strconv.Itoa(len(out))}
+	a.send(http.StatusOK, out)
+}
+
+func (a *answerWriter) send(status int, body []byte) {
+	a.status = status
+	a.w.WriteHeader(status)
+	a.writeBody(body)
+}
+
+// writeBody writes to the client, counting the bytes waiting to be written
+// against the handler's total.
+func (a *answerWriter) writeBody(data []byte) {
+	if a.err != nil || len(data) == 0 {
+		return
+	}
+	a.h.pending.Add(int64(len(data)))
+	n, err := a.w.Write(data)
+	a.h.pending.Add(-int64(len(data)))
+	a.written += int64(n)
+	a.err = err
+}
