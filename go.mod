@@ -8,4 +8,7 @@ require (
 	golang.org/x/crypto v0.45.0
 )
 
-require golang.org/x/sys v0.38.0 // indirect
+require (
+	golang.org/x/sys v0.38.0 // indirect
+	golang.org/x/time v0.14.0 // indirect
+)

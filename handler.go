@@ -2,8 +2,6 @@ package blockrpc
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +86,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.refuse(http.StatusBadRequest, codeInvalidRequest, "read error")
 		return
 	}
-	h.serveJSONRPC(r.Context(), *body, &a, info)
+	h.serveJSONRPC(r.Context(), *body, &a, info, key)
 	a.finish(info != nil)
 }
 
@@ -243,10 +241,7 @@ func (h *Handler) log(ctx context.Context, level slog.Level, msg string, args ..
 // KeyID returns a short, stable id of an API key for logs and usage
 // records: the first 4 bytes of its SHA-256, in hex. It tells keys apart
 // without revealing them.
-func KeyID(key string) string {
-	digest := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(digest[:4])
-}
+func KeyID(key string) string { return keyDigest(key)[:8] }
 
 func (h *Handler) observeRequest(ctx context.Context, a *answerWriter, info *RequestInfo, start time.Time) {
 	info.Status = a.status

@@ -35,7 +35,7 @@ func (q *request) validID() bool {
 // serveJSONRPC answers a request body, single or batch. Like go-ethereum it
 // reads the first JSON value of the body and ignores what follows. Nothing
 // is answered when there is nothing to answer (notifications, responses).
-func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter, info *RequestInfo) {
+func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter, info *RequestInfo, key string) {
 	out := a.out()
 	start := skipSpace(body, 0)
 	if start == len(body) {
@@ -48,33 +48,35 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 		*out = appendError(*out, nil, codeParseError, "parse error")
 		return
 	}
-	if body[start] != '[' {
+	body = body[start:end]
+	if body[0] != '[' {
 		if info != nil {
 			info.Calls = 1
-			info.Method = h.served(classifiedName(body[start:end]))
+			info.Method = h.served(classifiedName(body))
 		}
-		*out = h.answer(ctx, body[start:end], *out)
+		if h.allow(ctx, a, key, body, 1) {
+			*out = h.answer(ctx, body, *out)
+		}
 		return
 	}
-	h.batch(ctx, body[start:end], a, info)
+	elements, count := batchElements(body, h.cfg.batchLimit)
+	if info != nil {
+		info.Batch, info.Calls = true, count
+	}
+	switch {
+	case count == 0:
+		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
+	case len(elements) < count:
+		*out = h.refuseBatch(body, *out, codeInvalidRequest, "batch too large")
+	case h.allow(ctx, a, key, body, count):
+		h.batch(ctx, body, elements, a)
+	}
 }
 
 // batch answers a batch: the answers in the order of the calls, without
 // those of notifications and responses, written as they are produced.
-func (h *Handler) batch(ctx context.Context, batch []byte, a *answerWriter, info *RequestInfo) {
-	elements, count := batchElements(batch, h.cfg.batchLimit)
-	if info != nil {
-		info.Batch, info.Calls = true, count
-	}
+func (h *Handler) batch(ctx context.Context, batch []byte, elements [][2]int, a *answerWriter) {
 	out := a.out()
-	switch {
-	case count == 0:
-		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
-		return
-	case len(elements) < count:
-		*out = h.refuseBatch(batch, *out)
-		return
-	}
 	answered, size := 0, 0
 	for _, e := range elements {
 		if a.err != nil {
@@ -129,10 +131,10 @@ func batchElements(batch []byte, limit int) ([][2]int, int) {
 	return elements, count
 }
 
-// refuseBatch answers a batch with more calls than the limit: the protocol
-// cannot fail a batch as a whole, so, like go-ethereum, with one error
-// bearing the first call's id.
-func (h *Handler) refuseBatch(batch, out []byte) []byte {
+// refuseBatch answers a batch refused whole (more calls than the limit):
+// the protocol cannot fail a batch as a whole, so, like go-ethereum, with
+// one error bearing the first call's id.
+func (h *Handler) refuseBatch(batch, out []byte, code int, message string) []byte {
 	var id []byte
 	for i := skipSpace(batch, 1); batch[i] != ']'; {
 		end := valueEnd(batch, i)
@@ -143,7 +145,7 @@ func (h *Handler) refuseBatch(batch, out []byte) []byte {
 		i = nextMember(batch, end)
 	}
 	out = append(out, '[')
-	return append(appendError(out, id, codeInvalidRequest, "batch too large"), ']')
+	return append(appendError(out, id, code, message), ']')
 }
 
 // payloadSize is what go-ethereum counts of an answer against the response

@@ -30,29 +30,49 @@ var AnyKey KeyValidator = KeyFunc(func(_ context.Context, key string) (bool, err
 // how much of a wrong key was right.
 type KeySet struct {
 	mu   sync.RWMutex
-	keys map[[sha256.Size]byte]struct{}
+	keys map[[sha256.Size]byte]keyEntry
+}
+
+type keyEntry struct {
+	limit    Limit
+	hasLimit bool
 }
 
 // NewKeySet returns a set accepting the given keys; empty keys are ignored.
 func NewKeySet(keys ...string) *KeySet {
-	s := &KeySet{keys: make(map[[sha256.Size]byte]struct{})}
+	s := &KeySet{keys: make(map[[sha256.Size]byte]keyEntry)}
 	for _, k := range keys {
 		s.Add(k)
 	}
 	return s
 }
 
-// Add accepts key from now on.
-func (s *KeySet) Add(key string) {
+// Add accepts key from now on, under the handler's default limit.
+func (s *KeySet) Add(key string) { s.add(key, keyEntry{}) }
+
+// AddWithLimit accepts key from now on, under a limit of its own; adding
+// a key again changes its limit.
+func (s *KeySet) AddWithLimit(key string, l Limit) { s.add(key, keyEntry{l, true}) }
+
+func (s *KeySet) add(key string, e keyEntry) {
 	if key == "" {
 		return
 	}
 	s.mu.Lock()
 	if s.keys == nil {
-		s.keys = make(map[[sha256.Size]byte]struct{})
+		s.keys = make(map[[sha256.Size]byte]keyEntry)
 	}
-	s.keys[sha256.Sum256([]byte(key))] = struct{}{}
+	s.keys[sha256.Sum256([]byte(key))] = e
 	s.mu.Unlock()
+}
+
+// KeyLimit implements KeyLimits: the limit key was added with, if any.
+func (s *KeySet) KeyLimit(_ context.Context, key string) (Limit, bool) {
+	digest := sha256.Sum256([]byte(key))
+	s.mu.RLock()
+	e := s.keys[digest]
+	s.mu.RUnlock()
+	return e.limit, e.hasLimit
 }
 
 // Revoke refuses key from now on.

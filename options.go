@@ -28,6 +28,8 @@ type config struct {
 	corsOrigins   []string
 	logger        *slog.Logger
 	observer      *Observer
+	limiter       Limiter
+	defaultLimit  Limit
 
 	batchConcurrency int
 	backlogLimit     int64

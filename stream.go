@@ -2,6 +2,7 @@ package blockrpc
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"net/http"
@@ -22,17 +23,18 @@ const chunkSize = 64 << 10
 // memory it holds is bounded, and a client that stops reading stops the
 // work, since nothing more is rendered once a write has failed.
 type answerWriter struct {
-	h         *Handler
-	w         http.ResponseWriter
-	r         *http.Request
-	buf       *[]byte // answers not yet written; nil until the first
-	status    int     // the HTTP status sent, once sent
-	written   int64   // body bytes written
-	err       error   // the first failed write: the client is gone
-	streaming bool
-	zip       *gzip.Writer // when streaming compressed
-	zipped    bytes.Buffer // the compressed bytes of one chunk
-	slot      bool         // holds one of the handler's batch slots
+	h          *Handler
+	w          http.ResponseWriter
+	r          *http.Request
+	buf        *[]byte // answers not yet written; nil until the first
+	status     int     // the HTTP status sent, once sent
+	statusCode int     // the status to send an answer with, when not 200
+	written    int64   // body bytes written
+	err        error   // the first failed write: the client is gone
+	streaming  bool
+	zip        *gzip.Writer // when streaming compressed
+	zipped     bytes.Buffer // the compressed bytes of one chunk
+	slot       bool         // holds one of the handler's batch slots
 }
 
 // out returns the buffer that answers are appended to.
@@ -187,7 +189,7 @@ func (a *answerWriter) writeWhole(out []byte) {
 		}
 	}
 	header["Content-Length"] = []string{strconv.Itoa(len(out))}
-	a.send(http.StatusOK, out)
+	a.send(cmp.Or(a.statusCode, http.StatusOK), out)
 }
 
 func (a *answerWriter) send(status int, body []byte) {

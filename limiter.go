@@ -1,0 +1,172 @@
+package blockrpc
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Limit is a rate of calls: Rate calls a second on average, and up to Burst
+// at once. A zero Limit allows nothing; Rate set to math.Inf(1) allows
+// everything.
+type Limit struct {
+	Rate  float64
+	Burst int
+}
+
+// A Limiter decides whether the calls of a request may run. The handler asks
+// it once per request, with every call of a batch counted, before any call
+// runs, so that a batch past the limit is refused whole.
+//
+// A Limiter shared by many serving processes (over Redis, or a database)
+// implements the same interface. It is never given a key: id is the hex
+// SHA-256 of the key, stable across processes, so that nothing a limiter
+// stores or reports can reveal a key.
+type Limiter interface {
+	// Allow reports whether calls more calls of the key with the given id
+	// may run now under limit, taking them if so; when not, retryAfter is
+	// how long until they may (0 when they never can, for more calls than
+	// the burst). An error means the decision could not be made; the
+	// request is then refused with 503.
+	Allow(ctx context.Context, id string, limit Limit, calls int) (ok bool, retryAfter time.Duration, err error)
+}
+
+// KeyLimits is implemented by KeyValidators that give keys limits of their
+// own, such as a KeySet or a store of keys. A key without one gets the
+// handler's default limit.
+type KeyLimits interface {
+	KeyLimit(ctx context.Context, key string) (Limit, bool)
+}
+
+// WithLimiter sets a limiter of calls per API key, and the limit of keys
+// that have none of their own (see KeyLimits). Past it a request is
+// refused with HTTP 429, a Retry-After header and JSON-RPC error -32005, as
+// hosted providers answer. Without it, nothing is limited.
+func WithLimiter(l Limiter, byDefault Limit) Option {
+	return func(c *config) { c.limiter, c.defaultLimit = l, byDefault }
+}
+
+// RateLimiter is a Limiter of this process alone: a token bucket per key.
+// Buckets of keys that have not been seen for a while are let go, so that
+// its memory follows the keys in use. Its zero value is ready to use.
+type RateLimiter struct {
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	swept   time.Time
+}
+
+type bucket struct {
+	limiter *rate.Limiter
+	used    time.Time
+}
+
+// idleBucket is how long a bucket is kept unused: long enough for any
+// bucket to have refilled, so that letting it go forgets nothing.
+const idleBucket = 10 * time.Minute
+
+// NewRateLimiter returns an empty RateLimiter.
+func NewRateLimiter() *RateLimiter { return &RateLimiter{} }
+
+// Allow implements Limiter.
+func (l *RateLimiter) Allow(_ context.Context, id string, limit Limit, calls int) (bool, time.Duration, error) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketOf(id, limit, now)
+	r := b.limiter.ReserveN(now, calls)
+	if !r.OK() {
+		return false, 0, nil
+	}
+	if delay := r.DelayFrom(now); delay > 0 {
+		r.CancelAt(now)
+		return false, delay, nil
+	}
+	return true, 0, nil
+}
+
+// bucketOf returns the key's bucket, at the key's current limit.
+func (l *RateLimiter) bucketOf(id string, limit Limit, now time.Time) *bucket {
+	if now.Sub(l.swept) > idleBucket {
+		for k, b := range l.buckets {
+			if now.Sub(b.used) > idleBucket {
+				delete(l.buckets, k)
+			}
+		}
+		l.swept = now
+	}
+	if l.buckets == nil {
+		l.buckets = make(map[string]*bucket)
+	}
+	every := rate.Limit(limit.Rate)
+	if math.IsInf(limit.Rate, 1) {
+		every = rate.Inf
+	}
+	b, ok := l.buckets[id]
+	if !ok {
+		b = &bucket{limiter: rate.NewLimiter(every, limit.Burst)}
+		l.buckets[id] = b
+	} else if b.limiter.Limit() != every || b.limiter.Burst() != limit.Burst {
+		// A key's limit was changed while it is in use.
+		b.limiter.SetLimitAt(now, every)
+		b.limiter.SetBurstAt(now, limit.Burst)
+	}
+	b.used = now
+	return b
+}
+
+// keyDigest is the id a Limiter knows a key by.
+func keyDigest(key string) string {
+	digest := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(digest[:])
+}
+
+// allow asks the limiter whether the calls of a request may run, and
+// answers the request with its refusal when they may not.
+func (h *Handler) allow(ctx context.Context, a *answerWriter, key string, body []byte, calls int) bool {
+	if h.cfg.limiter == nil {
+		return true
+	}
+	limit := h.cfg.defaultLimit
+	if kl, ok := h.cfg.keys.(KeyLimits); ok {
+		if own, ok := kl.KeyLimit(ctx, key); ok {
+			limit = own
+		}
+	}
+	ok, retryAfter, err := h.cfg.limiter.Allow(ctx, keyDigest(key), limit, calls)
+	var code int
+	var message string
+	switch {
+	case err != nil:
+		// The limiter was given a digest, never the key: its error is
+		// safe to log.
+		h.log(ctx, slog.LevelError, "blockrpc: rate limiter failed", "err", err)
+		a.statusCode = http.StatusServiceUnavailable
+		code, message = codeServerError, "rate limiter unavailable"
+	case ok:
+		return true
+	case retryAfter > 0:
+		a.statusCode = http.StatusTooManyRequests
+		a.w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
+		code, message = codeLimitExceeded, "request rate exceeded"
+	default:
+		a.statusCode = http.StatusTooManyRequests
+		code, message = codeLimitExceeded, fmt.Sprintf("request rate exceeded: %d calls at once are more than the limit allows (%d)", calls, limit.Burst)
+	}
+	out := a.out()
+	if body[0] == '[' {
+		*out = h.refuseBatch(body, *out, code, message)
+	} else {
+		q, _, _ := classify(body)
+		*out = appendError(*out, echoedID(q), code, message)
+	}
+	return false
+}

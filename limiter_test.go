@@ -1,0 +1,163 @@
+package blockrpc_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+)
+
+// slowly is a limit that does not refill within a test.
+var slowly = blockrpc.Limit{Rate: 1.0 / 3600, Burst: 3}
+
+func TestLimiterRefusesPastTheBurst(t *testing.T) {
+	c := newTestChain(t)
+	counted := &countingBackend{Store: c.store, calls: new(atomic.Int32)}
+	srv := newServer(t, counted, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly))
+	for i := range 3 {
+		if status, out := post(t, srv, latestBlock); status != http.StatusOK {
+			t.Fatalf("call %d within the burst: %d %s", i, status, out)
+		}
+	}
+	resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, rpcRequest("eth_blockNumber", "[]"), "Content-Type", "application/json"))
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the call past the burst: status %d, want 429", resp.StatusCode)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q, want a number of seconds", resp.Header.Get("Retry-After"))
+	}
+	a := parseAnswer(t, out)
+	checkError(t, a, -32005, "request rate exceeded")
+	if string(a.ID) != "1" {
+		t.Errorf("the refusal's id is %s, want the call's (1)", a.ID)
+	}
+	if n := counted.calls.Load(); n != 3 {
+		t.Errorf("%d lookups reached the backend, want the 3 allowed", n)
+	}
+}
+
+// TestLimiterCountsEveryCallOfABatch checks that a batch takes one unit
+// per call and is refused whole, running nothing, when the units left are
+// fewer than its calls.
+func TestLimiterCountsEveryCallOfABatch(t *testing.T) {
+	c := newTestChain(t)
+	counted := &countingBackend{Store: c.store, calls: new(atomic.Int32)}
+	srv := newServer(t, counted, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly))
+	two := `[{"jsonrpc":"2.0","id":7,"method":"eth_getBlockByNumber","params":["0x1",false]},{"jsonrpc":"2.0","id":8,"method":"eth_getBlockByNumber","params":["0x2",false]}]`
+	if status, out := post(t, srv, two); status != http.StatusOK {
+		t.Fatalf("a batch of 2 within a burst of 3: %d %s", status, out)
+	}
+	status, out := post(t, srv, two) // one unit left
+	if status != http.StatusTooManyRequests {
+		t.Fatalf("a batch of 2 with 1 unit left: status %d, want 429: %s", status, out)
+	}
+	answers := callBatchAnswers(t, out)
+	if len(answers) != 1 || string(answers[0].ID) != "7" {
+		t.Fatalf("the refusal of a batch: %s, want one error with the first id", out)
+	}
+	checkError(t, answers[0], -32005, "request rate exceeded")
+	if n := counted.calls.Load(); n != 2 {
+		t.Errorf("%d lookups reached the backend, want the first batch's 2", n)
+	}
+	// The refused batch took nothing: the unit left still serves a call.
+	if status, out := post(t, srv, latestBlock); status != http.StatusOK {
+		t.Errorf("the last unit after a refused batch: %d %s", status, out)
+	}
+
+	big := `[` + strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},`, 3) + `{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
+	srv = newServer(t, c.store, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly))
+	resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, big, "Content-Type", "application/json"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("a batch larger than the burst: status %d, Retry-After %q; want 429 and none (it never fits)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	checkError(t, callBatchAnswers(t, out)[0], -32005, "request rate exceeded: 4 calls at once are more than the limit allows (3)")
+}
+
+func callBatchAnswers(t *testing.T, out []byte) []answer {
+	t.Helper()
+	var raw []json.RawMessage
+	if err := json.Unmarshal(out, &raw); err != nil {
+		t.Fatalf("not a batch answer: %s", out)
+	}
+	answers := make([]answer, len(raw))
+	for i, r := range raw {
+		answers[i] = parseAnswer(t, r)
+	}
+	return answers
+}
+
+// TestKeysOwnLimits checks that a key added with a limit of its own is
+// held to it, and the others to the default.
+func TestKeysOwnLimits(t *testing.T) {
+	c := newTestChain(t)
+	keys := blockrpc.NewKeySet(testKey)
+	keys.AddWithLimit("gold", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 5})
+	srv := serve(t, blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(keys),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1})))
+	allowed := func(key string) int {
+		n := 0
+		for range 10 {
+			if status, _ := postTo(t, srv.URL+"/v3/"+key, latestBlock); status == http.StatusOK {
+				n++
+			}
+		}
+		return n
+	}
+	if n := allowed(testKey); n != 1 {
+		t.Errorf("a key under the default limit made %d calls, want 1", n)
+	}
+	if n := allowed("gold"); n != 5 {
+		t.Errorf("a key with a limit of its own made %d calls, want 5", n)
+	}
+	keys.AddWithLimit("silver", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 5})
+	for range 2 {
+		postTo(t, srv.URL+"/v3/silver", latestBlock)
+	}
+	keys.AddWithLimit("silver", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1}) // lowered while in use
+	if n := allowed("silver"); n != 1 {
+		t.Errorf("with 3 of 5 left and the burst lowered to 1, the key made %d more calls, want 1", n)
+	}
+}
+
+// failingLimiter fails, with the id it was given in its error.
+type failingLimiter struct{ seen *string }
+
+func (f failingLimiter) Allow(_ context.Context, id string, _ blockrpc.Limit, _ int) (bool, time.Duration, error) {
+	*f.seen = id
+	return false, 0, errors.New("redis: connection refused for " + id)
+}
+
+// TestLimiterNeverSeesTheKey checks that a limiter is given a digest of the
+// key, and that its failure is a 503 whose log line holds no key.
+func TestLimiterNeverSeesTheKey(t *testing.T) {
+	c := newTestChain(t)
+	var logs lockedBuffer
+	var seen string
+	srv := newServer(t, c.store, blockrpc.WithLimiter(failingLimiter{&seen}, slowly),
+		blockrpc.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	status, out := post(t, srv, latestBlock)
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("a failing limiter: status %d, want 503", status)
+	}
+	checkError(t, parseAnswer(t, out), -32000, "rate limiter unavailable")
+	digest := sha256.Sum256([]byte(testKey))
+	if seen != hex.EncodeToString(digest[:]) {
+		t.Errorf("the limiter was given %q, want the key's SHA-256", seen)
+	}
+	if strings.Contains(logs.String(), testKey) {
+		t.Errorf("the log holds the key:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "rate limiter failed") {
+		t.Errorf("the limiter's failure is not in the log:\n%s", logs.String())
+	}
+}
