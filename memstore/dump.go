@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/blockrpc/blockrpc/backend"
 )
@@ -45,55 +49,160 @@ func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e
 // Unwrap returns the error of the line.
 func (e *LineError) Unwrap() error { return e.Err }
 
+// DefaultMaxLineBytes is the longest dump line a Loader takes by default:
+// several times the JSON of the largest real block, full transactions
+// included.
+const DefaultMaxLineBytes = 16 << 20
+
+// ErrLineTooLong matches, with errors.Is, the error of a dump line longer
+// than the Loader's MaxLineBytes.
+var ErrLineTooLong = errors.New("memstore: dump line too long")
+
+// lineTooLongError says what the limit is, and is ErrLineTooLong.
+type lineTooLongError struct{ limit int }
+
+func (e lineTooLongError) Error() string {
+	return fmt.Sprintf("longer than the limit of %d bytes", e.limit)
+}
+
+func (e lineTooLongError) Is(target error) bool { return target == ErrLineTooLong }
+
+// A Loader reads dumps, as Load does, with the limits and the log set by
+// its fields. The zero value is Load's loader.
+type Loader struct {
+	// Logger, when set, is given a summary of the dump once it is loaded:
+	// the blocks the canonical chain misses, and the blocks whose total
+	// difficulty is unknown because of them, lines that repeat a block,
+	// and lines whose block number is below the previous canonical line's.
+	// Such a dump loads: the summary is how an operator learns of its holes.
+	Logger *slog.Logger
+	// MaxLineBytes bounds the length of a line, newline excluded, so that
+	// a damaged or hostile dump cannot take memory without bound; the
+	// longest line read is all the loader holds of it. Zero means
+	// DefaultMaxLineBytes.
+	MaxLineBytes int
+}
+
 // Load returns a store holding the blocks of a dump, applied in order with
 // AddBlock: a later line at the same number becomes canonical, the earlier
 // block stays reachable by hash. Every block hash, size and transaction hash
 // is computed and checked. The first line that fails ends the load with a
-// *LineError naming the line and the field.
+// *LineError naming the line and the field. Load is Loader.Load of the zero
+// Loader: lines are bounded by DefaultMaxLineBytes and nothing is logged.
 func Load(r io.Reader) (*Store, error) {
+	var l Loader
+	return l.Load(r)
+}
+
+// Load returns a store holding the blocks of a dump, as the function Load
+// does, and logs its summary to l.Logger.
+func (l *Loader) Load(r io.Reader) (*Store, error) {
+	limit := l.MaxLineBytes
+	if limit <= 0 {
+		limit = DefaultMaxLineBytes
+	}
 	s := New()
+	var sum summary
+	if l.Logger != nil {
+		sum.firstLine = make(map[backend.Hash]int)
+	}
 	br := bufio.NewReaderSize(r, 1<<16)
+	var line []byte
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		var err error
+		line, err = readLine(br, line[:0], limit)
 		if err != nil && err != io.EOF {
 			return nil, &LineError{Line: n, Err: err}
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			if lerr := s.addLine(line); lerr != nil {
+			d, lerr := s.addLine(line)
+			if lerr != nil {
 				return nil, &LineError{Line: n, Err: lerr}
 			}
+			sum.note(n, d)
 		}
 		if err == io.EOF {
+			if l.Logger != nil {
+				sum.log(l.Logger, s)
+			}
 			return s, nil
 		}
 	}
 }
 
-func (s *Store) addLine(line []byte) error {
+// readLine appends the next line of br to buf, newline included, and
+// fails once the line is longer than limit: it never holds more of a line
+// than limit and one buffer of br.
+func readLine(br *bufio.Reader, buf []byte, limit int) ([]byte, error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		length := len(buf) + len(chunk)
+		if err == nil {
+			length-- // the newline
+		}
+		if length > limit {
+			return buf, lineTooLongError{limit}
+		}
+		buf = append(buf, chunk...)
+		if err != bufio.ErrBufferFull {
+			return buf, err
+		}
+	}
+}
+
+func (s *Store) addLine(line []byte) (*dumpLine, error) {
 	var d dumpLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return err
+		return nil, wrongBlockHash(line, err)
 	}
 	if rest := bytes.TrimSpace(line[dec.InputOffset():]); len(rest) > 0 {
-		return fmt.Errorf("more than one JSON value on the line: %.20q follows the object", rest)
+		return nil, fmt.Errorf("more than one JSON value on the line: %.20q follows the object", rest)
 	}
 	if d.Block == nil {
-		return errors.New(`no "block" member`)
+		return nil, errors.New(`no "block" member`)
 	}
 	if d.Block.Pending {
-		return errors.New("block: a pending block (null number) cannot be loaded")
+		return nil, errors.New("block: a pending block (null number) cannot be loaded")
 	}
 	for i, u := range d.Uncles {
 		if u == nil {
-			return fmt.Errorf("uncles[%d]: null", i)
+			return nil, fmt.Errorf("uncles[%d]: null", i)
 		}
 	}
 	if d.Canonical != nil && !*d.Canonical {
-		return s.AddSideBlock(d.Block, d.Uncles...)
+		return &d, s.AddSideBlock(d.Block, d.Uncles...)
 	}
-	return s.AddBlock(d.Block, d.Uncles...)
+	return &d, s.AddBlock(d.Block, d.Uncles...)
+}
+
+// wrongBlockHash returns, for a line whose transactions disagree with the
+// block's hash, the error that names what is wrong. Each transaction object
+// repeats the block's hash, and the decoder, meeting them first, blames the
+// first transaction; but when the header does not hash to the block's hash
+// either, it is the block's hash that is wrong, and the transactions that
+// are right. Any other error is returned as it is.
+func wrongBlockHash(line []byte, err error) error {
+	var fe *backend.FieldError
+	if !errors.As(err, &fe) || fe.Field != "blockHash" || !strings.HasPrefix(fe.Object, "transaction") {
+		return err
+	}
+	// The header alone: the block without its transactions.
+	var d struct{ Block map[string]json.RawMessage }
+	if json.Unmarshal(line, &d) != nil || d.Block == nil {
+		return err
+	}
+	d.Block["transactions"] = json.RawMessage("[]")
+	header, merr := json.Marshal(d.Block)
+	var b backend.Block
+	if merr != nil || json.Unmarshal(header, &b) != nil || b.Hash == (backend.Hash{}) {
+		return err
+	}
+	if computed := backend.HeaderHash(&b.Header); computed != b.Hash {
+		return blockError(&b, &MismatchError{Field: "hash", Given: b.Hash.String(), Computed: computed.String()})
+	}
+	return err
 }
 
 // Save writes the stored blocks as a dump that Load reads back into the
@@ -147,4 +256,131 @@ func (s *Store) Save(w io.Writer) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// maxListed bounds each list a summary logs: a dump with a hole at every
+// other block must not turn its summary into a second dump.
+const maxListed = 10
+
+// summary gathers what the log of a load tells of the dump's holes.
+type summary struct {
+	lines int // lines with a block
+	// firstLine is the line of each block, to name the line a duplicate
+	// repeats; nil when nothing is logged.
+	firstLine       map[backend.Hash]int
+	duplicates      []string // "line (as line)", the first maxListed
+	duplicateCount  int
+	outOfOrder      int
+	firstOutOfOrder int
+	// The number of the previous canonical line.
+	previous      uint64
+	seenCanonical bool
+}
+
+// note takes in line n, whose block was stored.
+func (sum *summary) note(n int, d *dumpLine) {
+	sum.lines++
+	if d.Canonical == nil || *d.Canonical {
+		if sum.seenCanonical && d.Block.Number < sum.previous {
+			sum.outOfOrder++
+			if sum.firstOutOfOrder == 0 {
+				sum.firstOutOfOrder = n
+			}
+		}
+		sum.previous, sum.seenCanonical = d.Block.Number, true
+	}
+	if sum.firstLine == nil {
+		return
+	}
+	// Stored means checked: a given hash is the header's.
+	hash := d.Block.Hash
+	if hash == (backend.Hash{}) {
+		hash = backend.HeaderHash(&d.Block.Header)
+	}
+	first, seen := sum.firstLine[hash]
+	if !seen {
+		sum.firstLine[hash] = n
+		return
+	}
+	sum.duplicateCount++
+	if len(sum.duplicates) < maxListed {
+		sum.duplicates = append(sum.duplicates, fmt.Sprintf("%d (as line %d)", n, first))
+	}
+}
+
+// log logs the summary of the store loaded from the dump.
+func (sum *summary) log(log *slog.Logger, s *Store) {
+	ctx := context.Background()
+	s.mu.RLock()
+	numbers := make([]uint64, 0, len(s.canonical))
+	for n := range s.canonical {
+		numbers = append(numbers, n)
+	}
+	slices.Sort(numbers)
+	var (
+		ranges     []string
+		rangeCount int
+		missing    uint64
+		unknownTD  int
+	)
+	for i := 1; i < len(numbers); i++ {
+		from, to := numbers[i-1]+1, numbers[i]-1
+		if from > to {
+			continue
+		}
+		missing += to - from + 1
+		rangeCount++
+		if len(ranges) < maxListed {
+			ranges = append(ranges, numberRange(from, to))
+		}
+		if rangeCount == 1 {
+			// Above the first hole, a total difficulty is known only if
+			// the dump gave it.
+			for _, n := range numbers[i:] {
+				if s.blocks[s.canonical[n]].block.TotalDifficulty == nil {
+					unknownTD++
+				}
+			}
+		}
+	}
+	blocks := len(s.blocks)
+	s.mu.RUnlock()
+
+	attrs := []slog.Attr{slog.Int("lines", sum.lines), slog.Int("blocks", blocks)}
+	if len(numbers) > 0 {
+		attrs = append(attrs, slog.String("canonical", numberRange(numbers[0], numbers[len(numbers)-1])))
+	}
+	log.LogAttrs(ctx, slog.LevelInfo, "memstore: dump loaded", attrs...)
+	if rangeCount > 0 {
+		log.LogAttrs(ctx, slog.LevelWarn, "memstore: the dump misses blocks of the canonical chain",
+			slog.Uint64("missing", missing),
+			slog.String("ranges", listed(ranges, rangeCount)),
+			slog.Int("unknown_total_difficulty", unknownTD))
+	}
+	if sum.duplicateCount > 0 {
+		log.LogAttrs(ctx, slog.LevelWarn, "memstore: dump lines repeat a block",
+			slog.Int("count", sum.duplicateCount),
+			slog.String("lines", listed(sum.duplicates, sum.duplicateCount)))
+	}
+	if sum.outOfOrder > 0 {
+		log.LogAttrs(ctx, slog.LevelWarn, "memstore: dump lines out of order, below the previous canonical line's number",
+			slog.Int("count", sum.outOfOrder),
+			slog.Int("first_line", sum.firstOutOfOrder))
+	}
+}
+
+func numberRange(from, to uint64) string {
+	if from == to {
+		return strconv.FormatUint(from, 10)
+	}
+	return strconv.FormatUint(from, 10) + "-" + strconv.FormatUint(to, 10)
+}
+
+// listed joins the first of total items, saying how many are left out.
+func listed(items []string, total int) string {
+	s := strings.Join(items, ", ")
+	if left := total - len(items); left > 0 {
+		s += fmt.Sprintf(" and %d more", left)
+	}
+	return s
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
@@ -71,4 +73,44 @@ func ExampleLoad() {
 	// Output:
 	// blocks: 1 <nil>
 	// line 1 refused: hash
+}
+
+// A Loader logs what a dump misses: here a chain whose block 1 is not in
+// the dump, which leaves block 2 without a total difficulty.
+func ExampleLoader() {
+	store := memstore.New()
+	parent := backend.Hash{}
+	for n := range uint64(3) {
+		b := &backend.Block{Header: backend.Header{Number: n, ParentHash: parent, GasLimit: 30_000_000}}
+		if err := store.AddBlock(b); err != nil {
+			log.Fatal(err)
+		}
+		stored, _ := store.BlockByNumber(context.Background(), backend.BlockNumber(n))
+		parent = stored.Hash
+	}
+	var dump bytes.Buffer
+	if err := store.Save(&dump); err != nil {
+		log.Fatal(err)
+	}
+	lines := bytes.SplitAfter(dump.Bytes(), []byte("\n"))
+	// Block 1 left out, and block 2 without the total difficulty its
+	// parent would have given it.
+	holed := append(lines[0], bytes.Replace(lines[2], []byte(`"totalDifficulty":"0x0",`), nil, 1)...)
+
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		// No time, so that the output is the same on every run.
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	loader := memstore.Loader{Logger: logger, MaxLineBytes: 1 << 20}
+	loaded, err := loader.Load(bytes.NewReader(holed))
+	fmt.Println("blocks:", loaded.Len(), err)
+	// Output:
+	// level=INFO msg="memstore: dump loaded" lines=2 blocks=2 canonical=0-2
+	// level=WARN msg="memstore: the dump misses blocks of the canonical chain" missing=1 ranges=1 unknown_total_difficulty=1
+	// blocks: 2 <nil>
 }

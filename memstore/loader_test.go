@@ -1,0 +1,174 @@
+package memstore_test
+
+// A dump's holes, a line with no end, and a wrong block hash named for
+// what it is.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// TestLoaderLogsHoles loads a dump that misses blocks, repeats one and has
+// lines out of order: it loads, as before, and the log says each.
+func TestLoaderLogsHoles(t *testing.T) {
+	scratch := memstore.New()
+	chain := []*backend.Block{add(t, scratch, genesis())}
+	chain = append(chain, addChain(t, scratch, chain[0], 9, "m")...)
+	line := func(n int) string {
+		b := chain[n].Copy()
+		b.TotalDifficulty = nil // as a dump of a chain without it
+		return dumpLine(b)
+	}
+	dump := strings.Join([]string{
+		line(0), line(1), line(2), // 3 and 4 missing
+		line(5), line(6), line(7),
+		line(2),          // line 7: a repeat, and out of order
+		line(9), line(8), // line 9: out of order
+	}, "\n")
+
+	var logs bytes.Buffer
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	s, err := l.Load(strings.NewReader(dump))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBlock(t, s, backend.Latest, chain[9])
+	for _, want := range []string{
+		`level=INFO msg="memstore: dump loaded" lines=9 blocks=8 canonical=0-9`,
+		`level=WARN msg="memstore: the dump misses blocks of the canonical chain" missing=2 ranges=3-4 unknown_total_difficulty=5`,
+		`level=WARN msg="memstore: dump lines repeat a block" count=1 lines="7 (as line 3)"`,
+		`level=WARN msg="memstore: dump lines out of order, below the previous canonical line's number" count=2 first_line=7`,
+	} {
+		if !strings.Contains(logs.String(), want+"\n") {
+			t.Errorf("the log does not say\n\t%s\nIt says:\n%s", want, logs.String())
+		}
+	}
+
+	// A whole dump in order is summed up in one line.
+	logs.Reset()
+	if _, err := l.Load(strings.NewReader(strings.Join([]string{line(0), line(1), line(2)}, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); strings.Contains(got, "WARN") || !strings.Contains(got, "lines=3 blocks=3 canonical=0-2") {
+		t.Errorf("the log of a dump without holes:\n%s", got)
+	}
+}
+
+// TestLoaderBoundsItsSummary keeps the log of a dump with a hole at every
+// other block to a few ranges.
+func TestLoaderBoundsItsSummary(t *testing.T) {
+	var dump, logs strings.Builder
+	for n := uint64(0); n <= 60; n += 2 {
+		dump.WriteString(dumpLine(newBlock(n, backend.Hash{byte(n)}, "even")) + "\n")
+	}
+	dump.WriteString(dumpLine(newBlock(0, backend.Hash{}, "even")) + "\n")
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if _, err := l.Load(strings.NewReader(dump.String())); err != nil {
+		t.Fatal(err)
+	}
+	want := `missing=30 ranges="1, 3, 5, 7, 9, 11, 13, 15, 17, 19 and 20 more"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// TestLoadCapsLines refuses a line longer than the cap, naming the line
+// and the cap, without holding more of it than the cap.
+func TestLoadCapsLines(t *testing.T) {
+	g := dumpLine(genesis()) + "\n"
+
+	// A line of exactly the cap is read; one byte more is not.
+	l := memstore.Loader{MaxLineBytes: len(g) - 1}
+	if _, err := l.Load(strings.NewReader(g + g)); err != nil {
+		t.Errorf("a line of MaxLineBytes: %v", err)
+	}
+	l.MaxLineBytes--
+	_, err := l.Load(strings.NewReader(g))
+	var le *memstore.LineError
+	if !errors.As(err, &le) || le.Line != 1 || !errors.Is(err, memstore.ErrLineTooLong) || !strings.Contains(err.Error(), fmt.Sprintf("line 1: longer than the limit of %d bytes", l.MaxLineBytes)) {
+		t.Errorf("a line over MaxLineBytes: %v", err)
+	}
+
+	// A 256 MiB line, never held whole.
+	const cap = 1 << 20
+	before := totalAlloc()
+	l = memstore.Loader{MaxLineBytes: cap}
+	_, err = l.Load(io.MultiReader(strings.NewReader(g+g+`{"block":`), &endless{256 << 20}))
+	if took := totalAlloc() - before; took > 16*cap {
+		t.Errorf("the loader took %d MiB for a line capped at 1 MiB", took>>20)
+	}
+	if !errors.As(err, &le) || le.Line != 3 || !errors.Is(err, memstore.ErrLineTooLong) {
+		t.Errorf("a 256 MiB line = %v, want line 3 refused as too long", err)
+	}
+
+	// Load has a cap too, above any real block.
+	_, err = memstore.Load(io.MultiReader(strings.NewReader(g+`{"block":`), &endless{memstore.DefaultMaxLineBytes + 1}))
+	if !errors.As(err, &le) || le.Line != 2 || !strings.Contains(err.Error(), "line 2: longer than the limit of 16777216 bytes") {
+		t.Errorf("Load of a 16 MiB line = %v, want line 2 refused as too long", err)
+	}
+}
+
+// endless reads as n spaces.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.n == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), e.n)
+	for i := range p[:k] {
+		p[i] = ' '
+	}
+	e.n -= k
+	return k, nil
+}
+
+func totalAlloc() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
+// TestLoadNamesAWrongBlockHash changes the hash of a block with
+// transactions, which each repeat the block's true hash: the error names
+// the block's hash, not the first transaction's blockHash.
+func TestLoadNamesAWrongBlockHash(t *testing.T) {
+	scratch := memstore.New()
+	g := add(t, scratch, genesis())
+	b, uncles := sampleBlock(g)
+	full := add(t, scratch, b, uncles...)
+	wrong := backend.Hash{0xba, 0xd0}
+	line := dumpLine(full, storedUncles(t, scratch, full.Hash)...)
+	bad := strings.Replace(line, `"hash":"`+full.Hash.String()+`"`, `"hash":"`+wrong.String()+`"`, 1)
+	if bad == line || strings.Count(bad, full.Hash.String()) != len(full.Transactions) {
+		t.Fatal("the block's hash is not where the test expects it")
+	}
+
+	_, err := memstore.Load(strings.NewReader(dumpLine(g) + "\n" + bad + "\n"))
+	var le *memstore.LineError
+	var mm *memstore.MismatchError
+	switch {
+	case !errors.As(err, &le) || le.Line != 2:
+		t.Errorf("Load = %v, want an error for line 2", err)
+	case !errors.As(err, &mm) || mm.Field != "hash" || mm.Given != wrong.String() || mm.Computed != full.Hash.String():
+		t.Errorf("Load = %v, want a mismatch of the block's hash", err)
+	case strings.Contains(err.Error(), "transaction"):
+		t.Errorf("Load = %v, blames a transaction", err)
+	}
+	t.Log(err)
+
+	// A transaction that names another block is still the one blamed.
+	txWrong := strings.Replace(line, `"blockHash":"`+full.Hash.String()+`"`, `"blockHash":"`+wrong.String()+`"`, 1)
+	if _, err := memstore.Load(strings.NewReader(txWrong)); err == nil || !strings.Contains(err.Error(), "transaction 0: blockHash") {
+		t.Errorf("Load of a transaction with a wrong blockHash = %v", err)
+	}
+}
