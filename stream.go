@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 )
 
 // chunkSize is how much of a batch's answers is held before it is written.
@@ -37,6 +38,16 @@ type answerWriter struct {
 	slot       bool         // holds one of the handler's batch slots
 }
 
+// answerWriters are pooled: one serves every request, and its gzip stream
+// points into it, so it would be allocated each time.
+var answerWriters = sync.Pool{New: func() any { return new(answerWriter) }}
+
+func newAnswerWriter(h *Handler, w http.ResponseWriter, r *http.Request) *answerWriter {
+	a := answerWriters.Get().(*answerWriter)
+	a.h, a.w, a.r = h, w, r
+	return a
+}
+
 // out returns the buffer that answers are appended to.
 func (a *answerWriter) out() *[]byte {
 	if a.buf == nil {
@@ -46,17 +57,22 @@ func (a *answerWriter) out() *[]byte {
 	return a.buf
 }
 
-// release returns the buffers and the batch slot.
+// release returns the buffers, the batch slot, and the writer itself.
 func (a *answerWriter) release() {
 	a.releaseSlot()
 	if a.buf != nil {
 		putBuffer(a.buf)
-		a.buf = nil
 	}
 	if a.zip != nil {
 		gzipWriters.Put(a.zip)
-		a.zip = nil
 	}
+	zipped := a.zipped
+	zipped.Reset()
+	if zipped.Cap() > 4*chunkSize {
+		zipped = bytes.Buffer{}
+	}
+	*a = answerWriter{zipped: zipped}
+	answerWriters.Put(a)
 }
 
 // acquireSlot waits for one of the batch slots, which bound how many
