@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strings"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,21 +16,47 @@ import (
 // accessLog logs requests and counts those in flight, so that a shutdown
 // can say how many it cut.
 //
+// What it logs of a request is what the handler made of it, as the
+// handler's observer tells (see accessObserver): the handler alone knows
+// where the key is, whether it was accepted, which method was called and
+// whether the answer reached the client whole.
+//
 // A client may put its key anywhere: in a path of any shape, the query, a
 // header, even the method. So nothing the request carries is logged unless
 // it is known not to be a key: the path is reduced to a route shape, an
-// accepted key to a key id, the method to a known name.
+// accepted key to its id, the HTTP method and the JSON-RPC method to names
+// known to the server.
 type accessLog struct {
 	log      *slog.Logger
-	keys     *blockrpc.KeySet
 	sample   uint64 // log one request line in sample
 	next     http.Handler
 	seen     atomic.Uint64
 	inFlight atomic.Int64
 }
 
-func newAccessLog(log *slog.Logger, keys *blockrpc.KeySet, sample uint64, next http.Handler) *accessLog {
-	return &accessLog{log: log, keys: keys, sample: max(sample, 1), next: next}
+func newAccessLog(log *slog.Logger, sample uint64, next http.Handler) *accessLog {
+	return &accessLog{log: log, sample: max(sample, 1), next: next}
+}
+
+// outcomeKey is the context key of a request's *outcome.
+type outcomeKey struct{}
+
+// outcome carries the handler's account of a request from its observer to
+// the access log, which put it in the request's context.
+type outcome struct {
+	info     blockrpc.RequestInfo
+	observed bool
+}
+
+// accessObserver is the handler's observer that feeds the access log.
+var accessObserver = &blockrpc.Observer{Request: observeRequest}
+
+// observeRequest keeps the handler's account where the access log finds it.
+// It runs on the request's goroutine, before the handler returns.
+func observeRequest(ctx context.Context, info blockrpc.RequestInfo) {
+	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
+		o.info, o.observed = info, true
+	}
 }
 
 func (a *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,12 +64,11 @@ func (a *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer a.inFlight.Add(-1)
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	o := new(outcome)
+	r = r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o))
 	defer func() {
 		p := recover()
-		if p != nil && p != http.ErrAbortHandler {
-			rec.status = http.StatusInternalServerError
-		}
-		a.logRequest(r, rec, time.Since(start), p)
+		a.logRequest(r, o, rec, time.Since(start), p)
 		if p == nil {
 			return
 		}
@@ -59,9 +82,10 @@ func (a *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.next.ServeHTTP(rec, r)
 }
 
-func (a *accessLog) logRequest(r *http.Request, rec *statusRecorder, took time.Duration, panicked any) {
+func (a *accessLog) logRequest(r *http.Request, o *outcome, rec *statusRecorder, took time.Duration, panicked any) {
+	e := entryOf(o, rec, panicked)
 	level := slog.LevelInfo
-	if rec.status >= 500 || panicked != nil {
+	if e.status >= 500 || panicked != nil {
 		level = slog.LevelError
 	}
 	// Sampling thins the routine lines only: an error is always logged.
@@ -72,23 +96,28 @@ func (a *accessLog) logRequest(r *http.Request, rec *statusRecorder, took time.D
 	if !a.log.Enabled(ctx, level) {
 		return
 	}
-	route, id := a.route(ctx, r.URL.Path)
-	attrs := make([]slog.Attr, 0, 10)
-	attrs = append(attrs, slog.String("method", knownMethod(r.Method)), slog.String("route", route))
-	if id != "" {
-		attrs = append(attrs, slog.String("key_id", id))
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("method", knownMethod(r.Method)))
+	if e.route != "" {
+		attrs = append(attrs, slog.String("route", e.route))
+	}
+	if e.keyID != "" {
+		attrs = append(attrs, slog.String("key_id", e.keyID))
+	}
+	if e.rpc != "" {
+		attrs = append(attrs, slog.String("rpc", e.rpc))
+	}
+	attrs = append(attrs, slog.Int("status", e.status), slog.Int64("bytes", e.bytes))
+	if e.cut {
+		// The client has not the whole answer: it left, was too slow for
+		// the write timeout, or the shutdown closed its connection. The
+		// bytes are those written before the cut.
+		attrs = append(attrs, slog.Bool("cut", true))
 	}
 	attrs = append(attrs,
-		slog.Int("status", rec.status),
-		slog.Int("bytes", rec.bytes),
 		slog.Duration("duration", took.Round(time.Microsecond)),
 		slog.String("remote", r.RemoteAddr),
 	)
-	if rec.failed {
-		// A client that left, or a connection the shutdown cut: the
-		// status and bytes are what was sent, not what arrived.
-		attrs = append(attrs, slog.Bool("incomplete", true))
-	}
 	if panicked != nil && panicked != http.ErrAbortHandler {
 		// The value is the program's, not the request's; the stack holds
 		// addresses, not the strings behind them.
@@ -97,43 +126,57 @@ func (a *accessLog) logRequest(r *http.Request, rec *statusRecorder, took time.D
 	a.log.LogAttrs(ctx, level, "request", attrs...)
 }
 
-// route returns the shape of a path, "rpc" for the paths the handler
-// serves and "other" for the rest, and, for a key the server accepts, its
-// key id. A key it refuses gets no id: it may be a key of another service
-// sent here by mistake, and its id would let a reader of the log test
-// guesses of it.
-func (a *accessLog) route(ctx context.Context, path string) (route, id string) {
-	key, ok := apiKey(path)
-	if !ok {
-		return "other", ""
-	}
-	if valid, err := a.keys.ValidKey(ctx, key); err == nil && valid {
-		id = keyID(key)
-	}
-	return "rpc", id
+// logEntry is what a request line says of the request's outcome.
+type logEntry struct {
+	route, keyID, rpc string
+	status            int
+	bytes             int64
+	cut               bool
 }
 
-// apiKey is the library's rule for where the key is: the last segment of a
-// path whose previous segment is "v3". A path ending in /v3 has no key.
-func apiKey(path string) (string, bool) {
-	i := strings.LastIndexByte(path, '/')
-	dir, last := path[:max(i, 0)], path[i+1:]
+// entryOf takes the handler's account when it gave one, and otherwise what
+// the recorder saw of the answer: a handler that is not blockrpc's, or one
+// that panicked before its observer ran.
+func entryOf(o *outcome, rec *statusRecorder, panicked any) logEntry {
+	e := logEntry{status: rec.status, bytes: int64(rec.bytes), cut: rec.failed}
+	if o.observed && o.info.Status != 0 {
+		info := o.info
+		e = logEntry{route: route(info.Status), keyID: info.KeyID, rpc: rpcOf(info), status: info.Status, bytes: info.Written, cut: info.Cut}
+	}
+	if panicked != nil && panicked != http.ErrAbortHandler {
+		e.status = http.StatusInternalServerError
+	}
+	return e
+}
+
+// route returns the shape of the request's path as the handler's answer
+// tells it: "other" for its 404, which it answers to a path not ending in
+// /v3/<key>; "" for its 405, which it answers before looking at the path;
+// "rpc" for the rest.
+func route(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "other"
+	case http.StatusMethodNotAllowed:
+		return ""
+	}
+	return "rpc"
+}
+
+// rpcOf names what was called: the method of a single call the handler
+// serves, "other" for another name (any string is a method name to a
+// client, so its key too), "batch of N" for a batch, and "" when the body
+// was not read or held no call.
+func rpcOf(info blockrpc.RequestInfo) string {
 	switch {
-	case dir == "v3" || strings.HasSuffix(dir, "/v3"):
-		return last, true
-	case last == "v3":
-		return "", true
+	case info.Batch:
+		return "batch of " + strconv.Itoa(info.Calls)
+	case info.Calls == 0:
+		return ""
+	case info.Method == "":
+		return "other"
 	}
-	return "", false
-}
-
-// keyID names a key in the log without revealing it: 4 bytes of its
-// SHA-256 tell an operator's keys apart. Like any digest of a key, it lets
-// a reader of the log test guesses of a weak key; a generated key is 128
-// random bits.
-func keyID(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:4])
+	return info.Method
 }
 
 // knownMethod returns the method if it is a standard one: any token is a

@@ -28,7 +28,7 @@ func TestLogSampling(t *testing.T) {
 	} {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tc.level}))
-		a := newAccessLog(log, blockrpc.NewKeySet("k"), tc.sample, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := newAccessLog(log, tc.sample, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Query().Get("do") {
 			case "fail":
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -71,33 +71,41 @@ func TestLogLevelFlag(t *testing.T) {
 	}
 }
 
-// TestRoute follows the library's rule for where the key is, and names
-// only an accepted key, by its id.
-func TestRoute(t *testing.T) {
-	a := newAccessLog(slog.New(slog.DiscardHandler), blockrpc.NewKeySet("good"), 1, nil)
-	id := keyID("good")
-	for path, want := range map[string][2]string{
-		"/v3/good":        {"rpc", id},
-		"/x/y/v3/good":    {"rpc", id},
-		"v3/good":         {"rpc", id},
-		"/v3/bad":         {"rpc", ""},
-		"/v3/":            {"rpc", ""},
-		"/v3":             {"rpc", ""},
-		"/V3/good":        {"other", ""},
-		"/v3good":         {"other", ""},
-		"/v3/good/x":      {"other", ""},
-		"/xv3/good":       {"other", ""},
-		"/good":           {"other", ""},
-		"":                {"other", ""},
-		"/health":         {"other", ""},
-		"/v3/good/v3/bad": {"rpc", ""},
+// TestLogEntry logs what the handler's account of a request says: the
+// route its answer shows, the key id it gives, the method or batch it read,
+// and whether the answer was cut.
+func TestLogEntry(t *testing.T) {
+	for _, tc := range []struct {
+		info blockrpc.RequestInfo
+		want logEntry
+	}{
+		{blockrpc.RequestInfo{Status: 200, Calls: 1, Method: "eth_blockNumber", KeyID: "770e6076", Written: 41},
+			logEntry{route: "rpc", keyID: "770e6076", rpc: "eth_blockNumber", status: 200, bytes: 41}},
+		{blockrpc.RequestInfo{Status: 200, Calls: 1, KeyID: "770e6076", Written: 90},
+			logEntry{route: "rpc", keyID: "770e6076", rpc: "other", status: 200, bytes: 90}},
+		{blockrpc.RequestInfo{Status: 200, Calls: 3, Batch: true, KeyID: "770e6076", Written: 128},
+			logEntry{route: "rpc", keyID: "770e6076", rpc: "batch of 3", status: 200, bytes: 128}},
+		{blockrpc.RequestInfo{Status: 200, Calls: 1000, Batch: true, KeyID: "770e6076", Written: 4096, Cut: true},
+			logEntry{route: "rpc", keyID: "770e6076", rpc: "batch of 1000", status: 200, bytes: 4096, cut: true}},
+		{blockrpc.RequestInfo{Status: 200, KeyID: "770e6076", Written: 52},
+			logEntry{route: "rpc", keyID: "770e6076", status: 200, bytes: 52}}, // a parse error
+		{blockrpc.RequestInfo{Status: 408, KeyID: "770e6076", Written: 90},
+			logEntry{route: "rpc", keyID: "770e6076", status: 408, bytes: 90}},
+		{blockrpc.RequestInfo{Status: 401, Written: 70},
+			logEntry{route: "rpc", status: 401, bytes: 70}},
+		{blockrpc.RequestInfo{Status: 404, Written: 99},
+			logEntry{route: "other", status: 404, bytes: 99}},
+		{blockrpc.RequestInfo{Status: 405, Written: 80},
+			logEntry{status: 405, bytes: 80}},
 	} {
-		route, gotID := a.route(t.Context(), path)
-		if route != want[0] || gotID != want[1] {
-			t.Errorf("route(%q) = %q, %q; want %q, %q", path, route, gotID, want[0], want[1])
+		got := entryOf(&outcome{info: tc.info, observed: true}, &statusRecorder{status: 200}, nil)
+		if got != tc.want {
+			t.Errorf("entryOf(%+v) = %+v, want %+v", tc.info, got, tc.want)
 		}
 	}
-	if id != "770e6076" {
-		t.Errorf("keyID(good) = %s, want the first 4 bytes of its SHA-256", id)
+	// Without the handler's account, what the recorder saw.
+	rec := &statusRecorder{status: 503, bytes: 12, failed: true}
+	if got, want := entryOf(new(outcome), rec, nil), (logEntry{status: 503, bytes: 12, cut: true}); got != want {
+		t.Errorf("entryOf(no account) = %+v, want %+v", got, want)
 	}
 }

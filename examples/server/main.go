@@ -21,15 +21,28 @@
 //	                  lines are at info, so warn silences them
 //	-log-sample N     log one request line in N (default 1); errors are
 //	                  always logged
+//	-read-timeout D   how long a client may take to send a request, body
+//	                  included (default 30s); a body cut short by it is
+//	                  answered 408
+//	-write-timeout D  how long a request may take, from the end of its
+//	                  headers to the last byte of its answer (default 60s);
+//	                  an answer not out by then is cut
 //
 // For a dump, safe and finalized default to its head. On SIGINT or SIGTERM
 // the server stops accepting, lets the requests in flight finish within the
 // grace, cuts the rest, logs how many it cut and exits with status 0; a
 // signal during the load of a dump ends the load and the run.
 //
-// The access log names no API key: it shows a route shape ("rpc" or
-// "other") and, for an accepted key, a key id, the first 4 bytes of the
-// key's SHA-256 in hex.
+// The access log logs a request as the handler saw it, and names no API
+// key: a route shape ("rpc", or "other" for a path not ending in
+// /v3/<key>), for an accepted key its id (the first 4 bytes of the key's
+// SHA-256 in hex), the JSON-RPC method of a single call ("other" for a
+// method the server does not serve) or "batch of N", the status, the bytes
+// written and, for an answer the client did not get whole, cut=true:
+//
+//	level=INFO msg=request method=POST route=rpc key_id=770e6076 rpc=eth_blockNumber status=200 bytes=41 duration=212µs remote=127.0.0.1:50312
+//	level=INFO msg=request method=POST route=rpc key_id=770e6076 rpc="batch of 3" status=200 bytes=128 duration=350µs remote=127.0.0.1:50314
+//	level=INFO msg=request method=POST route=rpc key_id=770e6076 rpc="batch of 1000" status=200 bytes=2621440 cut=true duration=501ms remote=127.0.0.1:50316
 package main
 
 import (
@@ -89,6 +102,8 @@ type options struct {
 	grace           time.Duration
 	logLevel        slog.Level
 	logSample       uint64
+	readTimeout     time.Duration
+	writeTimeout    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -109,6 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long requests in flight may take to finish on SIGINT or SIGTERM before they are cut")
 	fs.StringVar(&level, "log-level", "info", "the least `level` logged: debug, info, warn or error (request lines are at info)")
 	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; errors are always logged")
+	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request, body included; a body cut short by it is answered 408")
+	fs.DurationVar(&o.writeTimeout, "write-timeout", 60*time.Second, "how long a request may take, from the end of its headers to the last byte of its answer; an answer not out by then is cut")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -131,6 +148,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil || !knownLevel(level) {
 		return o, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
+	}
+	// Without them, any slow client holds a connection and its memory.
+	if o.readTimeout <= 0 {
+		return o, fmt.Errorf("-read-timeout %v: must be positive", o.readTimeout)
+	}
+	if o.writeTimeout <= 0 {
+		return o, fmt.Errorf("-write-timeout %v: must be positive", o.writeTimeout)
 	}
 	if sample < 1 {
 		return o, fmt.Errorf("-log-sample %d: must be 1 or more", sample)
@@ -203,17 +227,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		blockrpc.WithKeys(keySet),
 		blockrpc.WithLogger(log),
 		blockrpc.WithGzip(),
+		blockrpc.WithObserver(accessObserver),
 	)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
 	}
-	access := newAccessLog(log, keySet, o.logSample, handler)
+	access := newAccessLog(log, o.logSample, handler)
 	srv := &http.Server{
 		Handler:           access,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, o.readTimeout),
+		ReadTimeout:       o.readTimeout,
+		WriteTimeout:      o.writeTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -128,7 +128,7 @@ func TestRunServesWhatItPrints(t *testing.T) {
 	key := regexp.MustCompile(`/v3/([0-9a-f]+)`).FindStringSubmatch(lines[0])[1]
 	if logs := srv.stderr(); strings.Contains(logs, key) {
 		t.Errorf("the logs contain the API key:\n%s", logs)
-	} else if !strings.Contains(logs, "route=rpc key_id="+keyID(key)+" ") {
+	} else if !strings.Contains(logs, "route=rpc key_id="+sha256Prefix(key)+" ") {
 		t.Errorf("the access log does not show the route and the key's id:\n%s", logs)
 	}
 }
@@ -209,6 +209,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"-log-level", "loud"},
 		{"-log-level", "info+2"},
 		{"-log-sample", "0"},
+		{"-read-timeout", "0s"},
+		{"-write-timeout", "-1s"},
 		{"-nosuchflag"},
 		{"extra-argument"},
 		{"-addr", "127.0.0.1:-1"},
