@@ -28,10 +28,12 @@
 //	                  headers to the last byte of its answer (default 60s);
 //	                  an answer not out by then is cut
 //
-// For a dump, safe and finalized default to its head. On SIGINT or SIGTERM
-// the server stops accepting, lets the requests in flight finish within the
-// grace, cuts the rest, logs how many it cut and exits with status 0; a
-// signal during the load of a dump ends the load and the run.
+// For a dump, safe and finalized default to its head, and the log says what
+// the dump misses: blocks absent from the canonical chain, lines repeating
+// a block, lines out of order. On SIGINT or SIGTERM the server stops
+// accepting, lets the requests in flight finish within the grace, cuts the
+// rest, logs how many it cut and exits with status 0; a signal during the
+// load of a dump ends the load and the run.
 //
 // The access log logs a request as the handler saw it, and names no API
 // key: a route shape ("rpc", or "other" for a path not ending in
@@ -304,7 +306,7 @@ func loadChainUntil(ctx context.Context, log *slog.Logger, o options) (*memstore
 	}
 	done := make(chan loaded, 1)
 	go func() {
-		store, err := loadChain(ctx, o)
+		store, err := loadChain(ctx, log, o)
 		done <- loaded{store, err}
 	}()
 	select {
@@ -319,8 +321,10 @@ func loadChainUntil(ctx context.Context, log *slog.Logger, o options) (*memstore
 }
 
 // loadChain returns the chain to serve with its tags set; reading a dump
-// stops with ctx's error once ctx is done.
-func loadChain(ctx context.Context, o options) (*memstore.Store, error) {
+// stops with ctx's error once ctx is done. What a dump misses is logged: a
+// hole in it loads, but leaves the blocks above it without a total
+// difficulty, which the operator should know of.
+func loadChain(ctx context.Context, log *slog.Logger, o options) (*memstore.Store, error) {
 	var store *memstore.Store
 	safe, finalized := o.safe, o.finalized
 	if o.chain != "" {
@@ -329,7 +333,8 @@ func loadChain(ctx context.Context, o options) (*memstore.Store, error) {
 			return nil, err
 		}
 		defer f.Close()
-		if store, err = memstore.Load(ctxReader{ctx, f}); err != nil {
+		loader := memstore.Loader{Logger: log}
+		if store, err = loader.Load(ctxReader{ctx, f}); err != nil {
 			return nil, fmt.Errorf("%s: %w", o.chain, err)
 		}
 		head, err := store.BlockByNumber(context.Background(), backend.Latest)
@@ -361,7 +366,7 @@ func loadChain(ctx context.Context, o options) (*memstore.Store, error) {
 }
 
 // ctxReader ends a read with ctx's error once ctx is done, which is how
-// memstore.Load, taking only a reader, learns that it should stop.
+// the loader, taking only a reader, learns that it should stop.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader

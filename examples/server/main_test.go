@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,7 +24,7 @@ import (
 // TestDemoChain checks that the built-in chain has what the demo promises:
 // every fork's features, consistent total difficulty, and the tags set.
 func TestDemoChain(t *testing.T) {
-	store, err := loadChain(context.Background(), options{safe: -1, finalized: -1})
+	store, err := loadChain(context.Background(), slog.New(slog.DiscardHandler), options{safe: -1, finalized: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,4 +363,22 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestRunLogsDumpHoles serves a dump that misses a block and says so.
+func TestRunLogsDumpHoles(t *testing.T) {
+	full, err := os.ReadFile(writeDump(t, 6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(full), "\n")
+	holed := filepath.Join(t.TempDir(), "holed.jsonl")
+	if err := os.WriteFile(holed, []byte(strings.Join(append(lines[:2:2], lines[4:]...), "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-chain", holed)
+	srv.stop(t)
+	if logs := srv.stderr(); !strings.Contains(logs, `level=WARN msg="memstore: the dump misses blocks of the canonical chain" missing=2 ranges=2-3`) {
+		t.Errorf("the log does not say what the dump misses:\n%s", logs)
+	}
 }
