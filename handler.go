@@ -30,10 +30,14 @@ type Handler struct {
 
 // NewHandler returns a Handler serving s.
 func NewHandler(s *Service, opts ...Option) *Handler {
-	h := &Handler{methods: methodTable(s), cfg: defaultConfig()}
+	h := &Handler{cfg: defaultConfig()}
 	for _, opt := range opts {
 		opt(&h.cfg)
 	}
+	if o := h.cfg.observer; o != nil && o.Backend != nil {
+		s = &Service{backend: observedBackend{s.backend, o}}
+	}
+	h.methods = methodTable(s, newAnswerCache(h.cfg.answerCache, h.cfg.observer))
 	if h.cfg.batchConcurrency > 0 {
 		h.slots = make(chan struct{}, h.cfg.batchConcurrency)
 	}

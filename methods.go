@@ -12,8 +12,9 @@ import (
 // answer is the Service's.
 type method func(ctx context.Context, params, dst []byte) ([]byte, error)
 
-// methodTable returns the methods that s answers, by name.
-func methodTable(s *Service) map[string]method {
+// methodTable returns the methods that s answers, by name, with blocks
+// from the cache when it holds them (a nil cache is none).
+func methodTable(s *Service, cache *answerCache) map[string]method {
 	return map[string]method{
 		"eth_getBlockByNumber": func(ctx context.Context, params, dst []byte) ([]byte, error) {
 			var number backend.BlockNumber
@@ -22,7 +23,7 @@ func methodTable(s *Service) map[string]method {
 				return dst, err
 			}
 			v, err := s.blockByNumber(ctx, number, bool(fullTx))
-			return v.appendJSON(dst), err
+			return cache.appendBlock(ctx, dst, v), err
 		},
 		"eth_getBlockByHash": func(ctx context.Context, params, dst []byte) ([]byte, error) {
 			var hash hashArg
@@ -31,7 +32,7 @@ func methodTable(s *Service) map[string]method {
 				return dst, err
 			}
 			v, err := s.blockByHash(ctx, backend.Hash(hash), bool(fullTx))
-			return v.appendJSON(dst), err
+			return cache.appendBlock(ctx, dst, v), err
 		},
 		"eth_getUncleByBlockHashAndIndex": func(ctx context.Context, params, dst []byte) ([]byte, error) {
 			var hash hashArg

@@ -3,6 +3,8 @@ package blockrpc
 import (
 	"context"
 	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
 )
 
 // An Observer is told what the handler does, for metrics and access logs.
@@ -14,6 +16,21 @@ type Observer struct {
 	Call func(ctx context.Context, c CallInfo)
 	// Request is called after each request is answered or refused.
 	Request func(ctx context.Context, r RequestInfo)
+	// Backend is called after each call of the Backend.
+	Backend func(ctx context.Context, b BackendInfo)
+	// Cache is called after each lookup in the answer cache.
+	Cache func(ctx context.Context, hit bool)
+}
+
+// BackendInfo describes one call of the Backend.
+type BackendInfo struct {
+	// Method is the Backend method called: "ChainID", "BlockByNumber",
+	// "BlockByHash" or "UncleByBlockHashAndIndex".
+	Method string
+	// Duration is how long it took.
+	Duration time.Duration
+	// Err is the error it returned; backend.ErrNotFound is not a failure.
+	Err error
 }
 
 // CallInfo describes one answered call.
@@ -55,3 +72,41 @@ type RequestInfo struct {
 
 // WithObserver sets the observer of calls and requests.
 func WithObserver(o *Observer) Option { return func(c *config) { c.observer = o } }
+
+// observedBackend tells an observer about each call of a Backend.
+type observedBackend struct {
+	backend  backend.Backend
+	observer *Observer
+}
+
+func (o observedBackend) observe(ctx context.Context, method string, start time.Time, err error) {
+	o.observer.Backend(ctx, BackendInfo{Method: method, Duration: time.Since(start), Err: err})
+}
+
+func (o observedBackend) ChainID(ctx context.Context) (uint64, error) {
+	start := time.Now()
+	id, err := o.backend.ChainID(ctx)
+	o.observe(ctx, "ChainID", start, err)
+	return id, err
+}
+
+func (o observedBackend) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	start := time.Now()
+	b, err := o.backend.BlockByNumber(ctx, n)
+	o.observe(ctx, "BlockByNumber", start, err)
+	return b, err
+}
+
+func (o observedBackend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	start := time.Now()
+	b, err := o.backend.BlockByHash(ctx, hash)
+	o.observe(ctx, "BlockByHash", start, err)
+	return b, err
+}
+
+func (o observedBackend) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
+	start := time.Now()
+	u, err := o.backend.UncleByBlockHashAndIndex(ctx, hash, index)
+	o.observe(ctx, "UncleByBlockHashAndIndex", start, err)
+	return u, err
+}

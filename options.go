@@ -33,6 +33,7 @@ type config struct {
 
 	batchConcurrency int
 	backlogLimit     int64
+	answerCache      int64
 }
 
 func defaultConfig() config {
@@ -42,6 +43,7 @@ func defaultConfig() config {
 		bodyLimit:        DefaultBodyLimit,
 		batchConcurrency: max(1, runtime.GOMAXPROCS(0)/2),
 		backlogLimit:     DefaultBacklogLimit,
+		answerCache:      DefaultAnswerCache,
 	}
 }
 
