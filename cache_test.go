@@ -1,0 +1,142 @@
+package blockrpc_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/google/go-cmp/cmp"
+	"github.com/holiman/uint256"
+)
+
+// cacheCounter counts the answer cache's hits and misses.
+type cacheCounter struct {
+	mu           sync.Mutex
+	hits, misses int
+}
+
+func (c *cacheCounter) observer() *blockrpc.Observer {
+	return &blockrpc.Observer{Cache: func(_ context.Context, hit bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if hit {
+			c.hits++
+		} else {
+			c.misses++
+		}
+	}}
+}
+
+func (c *cacheCounter) counts() (hits, misses int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
+}
+
+// TestAnswerCacheServesWhatWasRendered checks that a block asked for again
+// comes from the cache, byte for byte what was rendered, by number and by
+// hash, with and without transactions as separate answers.
+func TestAnswerCacheServesWhatWasRendered(t *testing.T) {
+	c := newTestChain(t)
+	var counter cacheCounter
+	cached := newServer(t, c.store, blockrpc.WithObserver(counter.observer()))
+	uncached := newServer(t, c.store, blockrpc.WithAnswerCache(0), blockrpc.WithObserver(counter.observer()))
+	hash := c.blocks[1].Hash.String()
+	requests := []string{
+		rpcRequest("eth_getBlockByNumber", `["0x1",true]`),
+		rpcRequest("eth_getBlockByNumber", `["0x1",false]`),
+		rpcRequest("eth_getBlockByHash", `["`+hash+`",true]`),
+		rpcRequest("eth_getBlockByHash", `["`+hash+`",false]`),
+	}
+	for round := range 2 {
+		for _, req := range requests {
+			_, want := post(t, uncached, req)
+			_, got := post(t, cached, req)
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("round %d, %s: the cached server answers differently (-uncached +cached):\n%s", round, req, diff)
+			}
+		}
+	}
+	// Two answers per block (with and without transactions), rendered once
+	// each; every other lookup is a hit. The uncached server never looks.
+	if hits, misses := counter.counts(); hits != 6 || misses != 2 {
+		t.Errorf("cache hits %d, misses %d; want 6 and 2", hits, misses)
+	}
+	// The pending block is never cached: it is rendered each time.
+	post(t, cached, rpcRequest("eth_getBlockByNumber", `["pending",true]`))
+	if hits, misses := counter.counts(); hits != 6 || misses != 2 {
+		t.Errorf("the pending block went through the cache: hits %d, misses %d", hits, misses)
+	}
+}
+
+// TestAnswerCacheFollowsReorgs checks that a block asked for by number is
+// the canonical one after a reorganisation, though the old one is cached.
+func TestAnswerCacheFollowsReorgs(t *testing.T) {
+	c := newTestChain(t)
+	srv := newServer(t, c.store)
+	before := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["0x3",false]`)))
+
+	replacement := &backend.Block{Header: testHeader(3)}
+	replacement.ParentHash = c.blocks[2].Hash
+	replacement.ExtraData = []byte("the other branch")
+	if err := c.store.AddBlock(replacement); err != nil {
+		t.Fatal(err)
+	}
+	after := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["0x3",false]`)))
+	if after["hash"] == before["hash"] {
+		t.Fatalf("block 3 is still %v after the reorganisation", before["hash"])
+	}
+	if after["extraData"] != "0x746865206f74686572206272616e6368" {
+		t.Errorf("block 3 after the reorganisation has extraData %v, want the new block's", after["extraData"])
+	}
+}
+
+// tdBackend serves the chain with the total difficulty of every block
+// replaced, as a store does that learns a block's ancestry after the block.
+type tdBackend struct {
+	backend.Backend
+	td *uint256.Int
+}
+
+func (b tdBackend) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	block, err := b.Backend.BlockByNumber(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	changed := *block
+	changed.TotalDifficulty = b.td
+	return &changed, nil
+}
+
+// TestAnswerCacheChecksTotalDifficulty checks that a block whose total
+// difficulty has changed since it was cached is rendered again.
+func TestAnswerCacheChecksTotalDifficulty(t *testing.T) {
+	c := newTestChain(t)
+	b := &tdBackend{Backend: c.store}
+	srv := newServer(t, b)
+	req := rpcRequest("eth_getBlockByNumber", `["0x2",false]`)
+	if td := resultObject(t, call(t, srv, req))["totalDifficulty"]; td != nil {
+		t.Fatalf("totalDifficulty %v, want null", td)
+	}
+	b.td = uint256.NewInt(0x1234)
+	if td := resultObject(t, call(t, srv, req))["totalDifficulty"]; td != "0x1234" {
+		t.Errorf("totalDifficulty %v after it became known, want 0x1234", td)
+	}
+}
+
+func TestAnswerCacheOff(t *testing.T) {
+	c := newTestChain(t)
+	var counter cacheCounter
+	srv := newServer(t, c.store, blockrpc.WithAnswerCache(0), blockrpc.WithObserver(counter.observer()))
+	for range 3 {
+		if status, out := post(t, srv, rpcRequest("eth_getBlockByNumber", `["0x1",true]`)); status != http.StatusOK {
+			t.Fatalf("%d %s", status, out)
+		}
+	}
+	if hits, misses := counter.counts(); hits+misses != 0 {
+		t.Errorf("a handler without a cache looked %d times in one", hits+misses)
+	}
+}
