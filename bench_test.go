@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
 )
@@ -30,34 +31,41 @@ func largestMainnetBlock(b *testing.B) (*memstore.Store, *backend.Block) {
 }
 
 // BenchmarkHandler measures whole answers through ServeHTTP: reading the
-// request, the backend lookup, encoding, and writing. MB/s counts the JSON
-// of the answer.
+// request, the backend lookup, encoding (or the answer cache), and writing.
+// MB/s counts the JSON of the answer. "cold" renders every answer, as the
+// handler does with the cache off or for a block not yet in it.
 func BenchmarkHandler(b *testing.B) {
 	store, _ := largestMainnetBlock(b)
-	h := newHandler(store)
-	for _, bc := range []struct {
-		name, body string
-	}{
-		{"full", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",true]}`},
-		{"hashes", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",false]}`},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			body := &replayBody{data: []byte(bc.body)}
-			req := httptest.NewRequest(http.MethodPost, "/v3/"+testKey, body)
-			req.Header.Set("Content-Type", "application/json")
-			w := &discardWriter{header: make(http.Header)}
-			h.ServeHTTP(w, req)
-			if w.status != http.StatusOK || w.n < 1000 {
-				b.Fatalf("status %d, %d bytes", w.status, w.n)
-			}
-			b.SetBytes(int64(w.n))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				body.off = 0
+	handlers := map[string]http.Handler{
+		"cold":   newHandler(store, blockrpc.WithAnswerCache(0)),
+		"cached": newHandler(store),
+	}
+	for _, cache := range []string{"cold", "cached"} {
+		h := handlers[cache]
+		for _, bc := range []struct {
+			name, body string
+		}{
+			{"full", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",true]}`},
+			{"hashes", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",false]}`},
+		} {
+			b.Run(bc.name+"/"+cache, func(b *testing.B) {
+				body := &replayBody{data: []byte(bc.body)}
+				req := httptest.NewRequest(http.MethodPost, "/v3/"+testKey, body)
+				req.Header.Set("Content-Type", "application/json")
+				w := &discardWriter{header: make(http.Header)}
 				h.ServeHTTP(w, req)
-			}
-		})
+				if w.status != http.StatusOK || w.n < 1000 {
+					b.Fatalf("status %d, %d bytes", w.status, w.n)
+				}
+				b.SetBytes(int64(w.n))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					body.off = 0
+					h.ServeHTTP(w, req)
+				}
+			})
+		}
 	}
 }
 
