@@ -44,7 +44,7 @@ type result struct {
 	reorgs                             int64
 	p99                                time.Duration
 	failures                           []string // the first few
-	memory                             []int64 // resident bytes at each report
+	memory                             []int64  // resident bytes at each report
 }
 
 // soak serves store with the handler a production server would use, drives
