@@ -1,0 +1,243 @@
+package backend_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+	"github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
+	"github.com/holiman/uint256"
+)
+
+// senderCounts counts the transactions whose sender was recovered, by
+// type, with the legacy ones split by replay protection.
+type senderCounts map[string]int
+
+func (c senderCounts) note(tx *backend.Transaction) {
+	switch {
+	case tx.Type != backend.LegacyTxType:
+		c[fmt.Sprintf("type %d", tx.Type)]++
+	case tx.ChainID == nil:
+		c["legacy without EIP-155"]++
+	default:
+		c["legacy EIP-155"]++
+	}
+}
+
+// wantSenders recovers the sender of each transaction of b and compares it
+// with the "from" the serving client gave.
+func wantSenders(t *testing.T, b *backend.Block, counts senderCounts) {
+	t.Helper()
+	for i, tx := range b.Transactions {
+		got, err := backend.Sender(tx)
+		if err != nil {
+			t.Errorf("block %d transaction %d (%s, type %d): %v", b.Number, i, tx.Hash, tx.Type, err)
+			continue
+		}
+		if got != tx.From {
+			t.Errorf("block %d transaction %d (%s, type %d): Sender = %s, want from %s", b.Number, i, tx.Hash, tx.Type, got, tx.From)
+			continue
+		}
+		counts.note(tx)
+	}
+}
+
+// TestSenderOfRealTransactions recovers the sender of every transaction of
+// the fixtures that carry transaction objects, go-ethereum's answers and a
+// production client's, and compares it with their "from".
+func TestSenderOfRealTransactions(t *testing.T) {
+	counts := make(senderCounts)
+	dir := fixtures.Path(t, "execution-apis")
+	for _, path := range append(glob(t, filepath.Join(dir, "eth_getBlockByNumber", "*.io")),
+		glob(t, filepath.Join(dir, "eth_getBlockByHash", "*.io"))...) {
+		c := readIOCase(t, path)
+		if isNull(c.result) || !c.fullTx {
+			continue
+		}
+		var b backend.Block
+		if err := json.Unmarshal(c.result, &b); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		wantSenders(t, &b, counts)
+	}
+	for _, path := range glob(t, filepath.Join(fixtures.Path(t, "mainnet"), "*", "*.json")) {
+		for _, c := range readMainnetCases(t, path) {
+			if isNull(c.Response.Result) {
+				continue
+			}
+			var b backend.Block
+			if err := json.Unmarshal(c.Response.Result, &b); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			wantSenders(t, &b, counts)
+		}
+	}
+	t.Logf("senders recovered: %v", counts)
+	// These fixtures hold legacy and dynamic-fee transactions; the other
+	// types are recovered from the execution-apis chain's RLP, by
+	// TestSenderOfChainRLP.
+	for _, kind := range []string{"legacy EIP-155", "legacy without EIP-155", "type 2"} {
+		if counts[kind] == 0 {
+			t.Errorf("no %s transaction in the fixtures: the fixtures look incomplete", kind)
+		}
+	}
+}
+
+// testKey is a fixed private key for the tests that sign.
+func testKey(seed byte) *secp256k1.PrivateKey {
+	var b [32]byte
+	for i := range b {
+		b[i] = seed + byte(i)
+	}
+	return secp256k1.PrivKeyFromBytes(b[:])
+}
+
+// sign signs tx with key as a wallet does, setting v, r and s.
+func sign(t *testing.T, tx *backend.Transaction, key *secp256k1.PrivateKey) {
+	t.Helper()
+	h := backend.SigningHash(tx)
+	sig := ecdsa.SignCompact(key, h[:], false)
+	recovery := uint64(sig[0] - 27)
+	tx.R.SetBytes(sig[1:33])
+	tx.S.SetBytes(sig[33:65])
+	switch {
+	case tx.Type != backend.LegacyTxType:
+		tx.V.SetUint64(recovery)
+	case tx.ChainID == nil:
+		tx.V.SetUint64(27 + recovery)
+	default:
+		tx.V.Mul(tx.ChainID, uint256.NewInt(2))
+		tx.V.AddUint64(&tx.V, 35+recovery)
+	}
+}
+
+func unsignedTransactions() map[string]*backend.Transaction {
+	to := backend.Address{0xaa}
+	chain := uint256.NewInt(1337)
+	list := []backend.AccessTuple{{Address: backend.Address{0xbb}, StorageKeys: []backend.Hash{{0x01}}}}
+	return map[string]*backend.Transaction{
+		"legacy":          {Type: backend.LegacyTxType, Nonce: 1, GasPrice: uint256.NewInt(7), Gas: 21000, To: &to, Value: *uint256.NewInt(5)},
+		"legacy EIP-155":  {Type: backend.LegacyTxType, ChainID: chain, Nonce: 2, GasPrice: uint256.NewInt(7), Gas: 21000, To: &to},
+		"legacy creation": {Type: backend.LegacyTxType, ChainID: chain, Nonce: 3, GasPrice: uint256.NewInt(7), Gas: 90000, Input: []byte{0x60, 0x00}},
+		"access list":     {Type: backend.AccessListTxType, ChainID: chain, Nonce: 4, GasPrice: uint256.NewInt(7), Gas: 30000, To: &to, AccessList: list},
+		"dynamic fee":     {Type: backend.DynamicFeeTxType, ChainID: chain, Nonce: 5, MaxFeePerGas: uint256.NewInt(9), MaxPriorityFeePerGas: uint256.NewInt(1), Gas: 21000, To: &to},
+		"blob": {Type: backend.BlobTxType, ChainID: chain, Nonce: 6, MaxFeePerGas: uint256.NewInt(9), MaxPriorityFeePerGas: uint256.NewInt(1), Gas: 21000, To: &to,
+			MaxFeePerBlobGas: uint256.NewInt(3), BlobVersionedHashes: []backend.Hash{{0x01, 0x02}}},
+		"set code": {Type: backend.SetCodeTxType, ChainID: chain, Nonce: 7, MaxFeePerGas: uint256.NewInt(9), MaxPriorityFeePerGas: uint256.NewInt(1), Gas: 50000, To: &to,
+			AuthorizationList: []backend.SetCodeAuthorization{{ChainID: *chain, Address: backend.Address{0xcc}, Nonce: 1}}},
+	}
+}
+
+// TestSenderRoundTrip signs a transaction of each type and recovers the
+// signer, and checks that what the signature covers is bound to it.
+func TestSenderRoundTrip(t *testing.T) {
+	key := testKey(1)
+	want := backend.PublicKeyAddress(key.PubKey())
+	for name, tx := range unsignedTransactions() {
+		t.Run(name, func(t *testing.T) {
+			sign(t, tx, key)
+			got, err := backend.Sender(tx)
+			if err != nil || got != want {
+				t.Fatalf("Sender = %s, %v; want %s", got, err, want)
+			}
+			// Any signed field changed gives another signer (or none).
+			changed := tx.Copy()
+			changed.Nonce++
+			if got, err := backend.Sender(changed); err == nil && got == want {
+				t.Errorf("Sender of the transaction with another nonce is still the signer")
+			}
+		})
+	}
+}
+
+func TestSenderRefusesInvalidSignatures(t *testing.T) {
+	key := testKey(2)
+	txs := unsignedTransactions()
+	legacy, typed := txs["legacy EIP-155"], txs["dynamic fee"]
+	sign(t, legacy, key)
+	sign(t, typed, key)
+
+	tests := []struct {
+		name   string
+		tx     *backend.Transaction
+		change func(tx *backend.Transaction)
+	}{
+		{"legacy v below 35", legacy, func(tx *backend.Transaction) { tx.V.SetUint64(30) }},
+		{"legacy chainId disagrees with v", legacy, func(tx *backend.Transaction) { tx.ChainID = uint256.NewInt(1) }},
+		{"legacy v 27 with a chainId", legacy, func(tx *backend.Transaction) { tx.V.SetUint64(27) }},
+		{"typed v not a y-parity", typed, func(tx *backend.Transaction) { tx.V.SetUint64(27) }},
+		{"typed without chainId", typed, func(tx *backend.Transaction) { tx.ChainID = nil }},
+		{"r zero", typed, func(tx *backend.Transaction) { tx.R.Clear() }},
+		{"s zero", typed, func(tx *backend.Transaction) { tx.S.Clear() }},
+		{"s of the group's order", typed, func(tx *backend.Transaction) {
+			tx.S = *uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
+		}},
+		{"typed s in the upper half", typed, func(tx *backend.Transaction) {
+			n := uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
+			tx.S.Sub(n, &tx.S)
+			tx.V.Xor(&tx.V, uint256.NewInt(1))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tx := tt.tx.Copy()
+			tt.change(tx)
+			if got, err := backend.Sender(tx); err == nil {
+				t.Fatalf("Sender = %s, want an error", got)
+			}
+		})
+	}
+
+	// A legacy transaction with s in the upper half is the other form of
+	// the same signature, which blocks before Homestead accepted.
+	tx := legacy.Copy()
+	n := uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
+	tx.S.Sub(n, &tx.S)
+	if tx.V.Uint64()%2 == 1 { // chainId*2+35: recovery id 0
+		tx.V.AddUint64(&tx.V, 1)
+	} else {
+		tx.V.SubUint64(&tx.V, 1)
+	}
+	if got, err := backend.Sender(tx); err != nil || got != backend.PublicKeyAddress(key.PubKey()) {
+		t.Errorf("Sender of a legacy transaction with s in the upper half = %s, %v; want the signer", got, err)
+	}
+}
+
+func TestAuthority(t *testing.T) {
+	key := testKey(3)
+	a := backend.SetCodeAuthorization{ChainID: *uint256.NewInt(1337), Address: backend.Address{0xde, 0xad}, Nonce: 4}
+	h := backend.AuthorizationSigningHash(&a)
+	sig := ecdsa.SignCompact(key, h[:], false)
+	a.YParity = sig[0] - 27
+	a.R.SetBytes(sig[1:33])
+	a.S.SetBytes(sig[33:65])
+	if got, err := backend.Authority(&a); err != nil || got != backend.PublicKeyAddress(key.PubKey()) {
+		t.Fatalf("Authority = %s, %v; want %s", got, err, backend.PublicKeyAddress(key.PubKey()))
+	}
+	bad := a
+	bad.YParity = 2
+	if _, err := backend.Authority(&bad); !errors.Is(err, backend.ErrInvalidSignature) {
+		t.Errorf("Authority with yParity 2: %v, want ErrInvalidSignature", err)
+	}
+	other := a
+	other.Nonce++
+	if got, err := backend.Authority(&other); err == nil && got == backend.PublicKeyAddress(key.PubKey()) {
+		t.Errorf("Authority of an authorization with another nonce is still the signer")
+	}
+}
+
+// TestPublicKeyAddress checks the address derivation against a known pair:
+// the private key 1 is the generator, whose address is well known.
+func TestPublicKeyAddress(t *testing.T) {
+	var one [32]byte
+	one[31] = 1
+	got := backend.PublicKeyAddress(secp256k1.PrivKeyFromBytes(one[:]).PubKey())
+	if want := "0x7e5f4552091a69125d5dfcb7b8c2659029395bdf"; got.String() != want {
+		t.Errorf("address of private key 1 = %s, want %s", got, want)
+	}
+}
