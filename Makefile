@@ -3,35 +3,49 @@
 GO      ?= go
 INTEROP := examples/interop
 
+# The library, examples/server and adapters/prometheus are one workspace
+# (go.work), whatever GOWORK the caller has set: a GOWORK=off left in the
+# environment would test the library alone and say nothing of it. In a
+# workspace ./... stays within the root module, so the nested modules are
+# named beside it.
+export GOWORK := $(CURDIR)/go.work
+WORKSPACE := ./... ./examples/server/... ./adapters/prometheus/...
+
+# The interop module stays out of the workspace, so that go-ethereum never
+# enters the others' build list: its commands run with GOWORK=off.
+INTEROP_GO := cd $(INTEROP) && GOWORK=off $(GO)
+
 # go-ethereum, for the interop tests, at the version the interop module pins:
 # built once into bin/, reused until the pin changes.
-GETH_VERSION = $(shell cd $(INTEROP) && $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
+GETH_VERSION = $(shell $(INTEROP_GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
 .PHONY: test check test-root interop geth js bench bench-geth fuzz demo
 
-## test: format and vet checks, then every test of both modules with -race
+## test: format and vet checks, then every test of every module with -race
 test: check test-root interop
 
-## check: gofmt and go vet, in the library module and the interop module
+## check: gofmt and go vet, in the workspace's modules and the interop module
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	cd $(INTEROP) && $(GO) vet ./...
+	$(GO) vet $(WORKSPACE)
+	$(INTEROP_GO) vet ./...
 
+## test-root: every test of the workspace's modules (the library,
+## examples/server, adapters/prometheus), with -race
 test-root:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(WORKSPACE)
 
 ## interop: the tests against go-ethereum and the JavaScript clients, alone
 interop: geth js
-	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) $(GO) test -race -count=1 -timeout 30m ./...
+	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) GOWORK=off $(GO) test -race -count=1 -timeout 30m ./...
 
 ## geth: build the pinned go-ethereum
 geth:
 	@if [ ! -x "$(GETH)" ]; then \
 	  echo "building geth $(GETH_VERSION)"; \
-	  mkdir -p bin/.build && GOBIN=$(CURDIR)/bin/.build $(GO) install github.com/ethereum/go-ethereum/cmd/geth@$(GETH_VERSION) && \
+	  mkdir -p bin/.build && GOWORK=off GOBIN=$(CURDIR)/bin/.build $(GO) install github.com/ethereum/go-ethereum/cmd/geth@$(GETH_VERSION) && \
 	  mv bin/.build/geth $(GETH) && rmdir bin/.build; \
 	fi
 
@@ -48,11 +62,11 @@ js:
 
 ## bench: the benchmarks, with allocation counts
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $(WORKSPACE)
 
 ## bench-geth: blockrpc and the pinned geth answering the same requests
 bench-geth: geth
-	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) $(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./loadcmp
+	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) GOWORK=off $(GO) test -run '^$$' -bench . -benchtime 3s -count 3 ./loadcmp
 
 ## fuzz: each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
@@ -65,4 +79,4 @@ fuzz:
 
 ## demo: regenerate the demo chain that examples/server embeds
 demo:
-	cd $(INTEROP) && $(GO) run ./cmd/demochain -out ../server/demo
+	$(INTEROP_GO) run ./cmd/demochain -out ../server/demo

@@ -33,7 +33,7 @@ func TestCommittedDumpIsCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from what the generator writes: run go run ./cmd/demochain", name)
+			t.Errorf("%s differs from what the generator writes: run make demo", name)
 		}
 	}
 }

@@ -121,12 +121,14 @@ func TestClients(t *testing.T) {
 	})
 }
 
-// buildServer builds examples/server; the interop module's replace directive
-// resolves it to this repository.
+// buildServer builds examples/server, in its own module beside this one:
+// what `go run ./examples/server` runs.
 func buildServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "server")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/blockrpc/blockrpc/examples/server").CombinedOutput()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "server")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("building examples/server: %v\n%s", err, out)
 	}

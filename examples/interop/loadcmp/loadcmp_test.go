@@ -180,7 +180,9 @@ func startServer(b *testing.B, dir, genesisPath, exportPath string) string {
 	dump.Close()
 
 	server := filepath.Join(dir, "server")
-	if out, err := exec.Command("go", "build", "-o", server, "github.com/blockrpc/blockrpc/examples/server").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", server, ".")
+	build.Dir = filepath.Join("..", "..", "server") // examples/server, a module of its own
+	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building examples/server: %v\n%s", err, out)
 	}
 	var stdout bytes.Buffer

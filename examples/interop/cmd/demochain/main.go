@@ -1,6 +1,6 @@
 // Command demochain writes the demo chain that examples/server embeds:
 //
-//	go run ./cmd/demochain -out ../server/demo
+//	GOWORK=off go run ./cmd/demochain -out ../server/demo # or make demo, from the repository root
 //
 // The chain is generated deterministically; a test checks that the files in
 // the repository are what this writes.

@@ -2,7 +2,7 @@
 // dump that blockrpc's memstore loads and examples/server serves:
 //
 //	geth export chain.rlp                      # on the node
-//	go run ./cmd/geth2dump -genesis genesis.json -rlp chain.rlp -out dump.jsonl
+//	GOWORK=off go run ./cmd/geth2dump -genesis genesis.json -rlp chain.rlp -out dump.jsonl
 //	go run ./examples/server -chain dump.jsonl # from the repository root
 //
 // The genesis file is the one the node was initialised with: it gives the
