@@ -27,13 +27,27 @@
 //	-write-timeout D  how long a request may take, from the end of its
 //	                  headers to the last byte of its answer (default 60s);
 //	                  an answer not out by then is cut
+//	-rate N           calls a second allowed to each key, on average (default
+//	                  0: no limit); past it, requests get 429, Retry-After
+//	                  and JSON-RPC error -32005
+//	-burst M          calls a key may make at once (default: -rate, rounded up)
+//	-cache BYTES      the size of the answer cache (default 128 MiB; 0 turns
+//	                  it off)
+//	-admin HOST:PORT  serve /metrics (Prometheus), /healthz and /readyz on a
+//	                  second, plain-HTTP listener (default: none)
+//	-tls-cert FILE    serve HTTPS (and HTTP/2) on -addr with this certificate
+//	-tls-key FILE     and this key; both or neither
 //
 // For a dump, safe and finalized default to its head, and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
 // a block, lines out of order. On SIGINT or SIGTERM the server stops
 // accepting, lets the requests in flight finish within the grace, cuts the
 // rest, logs how many it cut and exits with status 0; a signal during the
-// load of a dump ends the load and the run.
+// load of a dump ends the load and the run. The admin listener shuts down
+// with the same grace.
+//
+// The rate limit is this process's: behind a load balancer, each server
+// process counts on its own.
 //
 // The access log logs a request as the handler saw it, and names no API
 // key: a route shape ("rpc", or "other" for a path not ending in
@@ -50,6 +64,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -58,6 +73,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -69,6 +85,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blockrpc/blockrpc"
+	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
 )
@@ -106,6 +123,11 @@ type options struct {
 	logSample       uint64
 	readTimeout     time.Duration
 	writeTimeout    time.Duration
+	rate            float64 // calls a second per key; 0: no limit
+	burst           int
+	cache           int64
+	admin           string // "" for no admin listener
+	tlsCert, tlsKey string // both "" for plain HTTP
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -128,13 +150,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; errors are always logged")
 	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request, body included; a body cut short by it is answered 408")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 60*time.Second, "how long a request may take, from the end of its headers to the last byte of its answer; an answer not out by then is cut")
+	fs.Float64Var(&o.rate, "rate", 0, "calls a second allowed to each API key, on average (`N`); 0: no limit")
+	fs.IntVar(&o.burst, "burst", 0, "calls an API key may make at once (`M`; default: -rate, rounded up)")
+	fs.Int64Var(&o.cache, "cache", blockrpc.DefaultAnswerCache, "the size of the answer cache in `BYTES`; 0 turns it off")
+	fs.StringVar(&o.admin, "admin", "", "`HOST:PORT` to serve /metrics, /healthz and /readyz on, over plain HTTP (default: none)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate `FILE` (PEM, chain included) to serve HTTPS with; needs -tls-key")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "private key `FILE` (PEM) of -tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	fs.Visit(func(f *flag.Flag) { keysFromFlag = keysFromFlag || f.Name == "keys" })
+	burstSet := false
+	fs.Visit(func(f *flag.Flag) {
+		keysFromFlag = keysFromFlag || f.Name == "keys"
+		burstSet = burstSet || f.Name == "burst"
+	})
 	var err error
 	switch {
 	case keysFromFlag:
@@ -162,7 +194,36 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-log-sample %d: must be 1 or more", sample)
 	}
 	o.logSample = uint64(sample)
+	if err := o.checkLimits(burstSet); err != nil {
+		return o, err
+	}
+	if o.cache < 0 {
+		return o, fmt.Errorf("-cache %d: must not be negative (0 turns the cache off)", o.cache)
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return o, errors.New("-tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
+	}
 	return o, nil
+}
+
+// checkLimits checks -rate and -burst, and gives -burst its default.
+func (o *options) checkLimits(burstSet bool) error {
+	switch {
+	case math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate < 0:
+		return fmt.Errorf("-rate %v: want a number of calls a second, 0 for no limit", o.rate)
+	case o.rate == 0 && burstSet:
+		return errors.New("-burst needs -rate: without a rate nothing is limited")
+	case o.rate == 0:
+		return nil
+	case burstSet && o.burst < 1:
+		// A burst of 0 would refuse every call of every key.
+		return fmt.Errorf("-burst %d: must be 1 or more", o.burst)
+	case !burstSet:
+		// A second's worth at once, and at least one call, or a rate
+		// below 1 would never let a call through.
+		o.burst = int(max(1, min(math.Ceil(o.rate), math.MaxInt32)))
+	}
+	return nil
 }
 
 // knownLevel keeps to the four names the flag documents: slog also takes
@@ -205,11 +266,30 @@ func parseKeys(source, list string) ([]string, error) {
 
 // run serves until ctx is done, then shuts down gracefully.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runWith(ctx, args, stdout, stderr, nil)
+}
+
+// runWith is run serving the chain through wrap, when not nil: how the
+// tests put a failing backend behind the server.
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap func(backend.Backend) backend.Backend) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+
+	// A certificate that does not load is found now, not at the first
+	// client's handshake.
+	var tlsConfig *tls.Config
+	if o.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fmt.Errorf("-tls-cert, -tls-key: %w", err)
+		}
+		// Go's cipher suites and curves are the sane ones already; older
+		// protocol versions are what must be kept out.
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
 
 	store, err := loadChainUntil(ctx, log, o)
 	if errors.Is(err, errInterrupted) {
@@ -223,14 +303,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if keys == nil {
 		keys, generated = []string{newKey()}, true
 	}
+	var served backend.Backend = store
+	if wrap != nil {
+		served = wrap(store)
+	}
+	svc := blockrpc.NewService(served)
 
-	keySet := blockrpc.NewKeySet(keys...)
-	handler := blockrpc.NewHandler(blockrpc.NewService(store),
-		blockrpc.WithKeys(keySet),
+	observer := accessObserver
+	var metrics *blockrpcprom.Metrics
+	if o.admin != "" {
+		// Its own registry, with the Go runtime's and the process's
+		// metrics beside the handler's.
+		if metrics, err = blockrpcprom.New(nil); err != nil {
+			return err
+		}
+		observer = fanOut(accessObserver, metrics.Observer())
+	}
+	opts := []blockrpc.Option{
+		blockrpc.WithKeys(blockrpc.NewKeySet(keys...)),
 		blockrpc.WithLogger(log),
 		blockrpc.WithGzip(),
-		blockrpc.WithObserver(accessObserver),
-	)
+		blockrpc.WithObserver(observer),
+		blockrpc.WithAnswerCache(o.cache),
+	}
+	if o.rate > 0 {
+		opts = append(opts, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: o.rate, Burst: o.burst}))
+	}
+	handler := blockrpc.NewHandler(svc, opts...)
+
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
@@ -243,29 +343,67 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		WriteTimeout:      o.writeTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		TLSConfig:         tlsConfig,
 	}
-	url := "http://" + ln.Addr().String() + "/v3/"
+	servers := []*http.Server{srv}
+	var adminLn net.Listener
+	if o.admin != "" {
+		if adminLn, err = net.Listen("tcp", o.admin); err != nil {
+			ln.Close()
+			return fmt.Errorf("-admin: %w", err)
+		}
+		servers = append(servers, newAdminServer(log, metrics, svc))
+	}
+
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	url := scheme + "://" + ln.Addr().String() + "/v3/"
 	shown := "<API_KEY>" // a key the operator chose stays off the screen and out of logs
 	if generated {
 		shown = keys[0]
 	}
+	if adminLn != nil {
+		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", adminLn.Addr())
+	}
 	printUsage(ctx, stdout, store, url, shown, generated)
-	log.Info("serving", "addr", ln.Addr().String(), "blocks", store.Len())
+	attrs := []any{"addr", ln.Addr().String(), "blocks", store.Len(), "tls", tlsConfig != nil}
+	if adminLn != nil {
+		attrs = append(attrs, "admin", adminLn.Addr().String())
+	}
+	log.Info("serving", attrs...)
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	go func() {
+		if tlsConfig != nil {
+			// ServeTLS offers HTTP/2 beside HTTP/1.1; the certificate
+			// is in tlsConfig already.
+			errc <- srv.ServeTLS(ln, "", "")
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	if adminLn != nil {
+		go func() { errc <- servers[1].Serve(adminLn) }()
+	}
 	select {
 	case err := <-errc:
+		for _, s := range servers {
+			s.Close()
+		}
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "in_flight", access.inFlight.Load(), "grace", o.grace)
-	cut, err := shutdown(srv, access, o.grace)
+	cut, err := shutdown(servers, access, o.grace)
 	if err != nil {
 		return err
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for range servers {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	if cut > 0 {
 		log.Warn("stopped: cut the requests still in flight when the grace ended", "cut", cut, "grace", o.grace)
@@ -275,19 +413,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// shutdown stops accepting and lets the requests in flight finish within
-// grace, then closes every connection: a client reading slowly on purpose
-// must not hold the process past what the operator allowed. It returns how
-// many requests were still in flight when their connections were closed.
-func shutdown(srv *http.Server, access *accessLog, grace time.Duration) (cut int64, err error) {
+// shutdown stops every server accepting and lets the requests in flight
+// finish within grace, then closes every connection: a client reading
+// slowly on purpose must not hold the process past what the operator
+// allowed. It returns how many JSON-RPC requests were still in flight when
+// their connections were closed.
+func shutdown(servers []*http.Server, access *accessLog, grace time.Duration) (cut int64, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err = srv.Shutdown(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) {
+	done := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { done <- s.Shutdown(ctx) }()
+	}
+	timedOut := false
+	for range servers {
+		switch e := <-done; {
+		case errors.Is(e, context.DeadlineExceeded):
+			timedOut = true
+		case e != nil && err == nil:
+			err = e
+		}
+	}
+	if err != nil || !timedOut {
 		return 0, err
 	}
 	cut = access.inFlight.Load()
-	return cut, srv.Close()
+	for _, s := range servers {
+		if e := s.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return cut, err
 }
 
 // errInterrupted ends a load that the run's context cut short.

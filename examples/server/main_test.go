@@ -215,6 +215,15 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"-nosuchflag"},
 		{"extra-argument"},
 		{"-addr", "127.0.0.1:-1"},
+		{"-rate", "-1"},
+		{"-rate", "NaN"},
+		{"-rate", "5", "-burst", "0"},
+		{"-burst", "5"},
+		{"-cache", "-1"},
+		{"-admin", "127.0.0.1:-1"},
+		{"-tls-cert", dump},
+		{"-tls-key", dump},
+		{"-tls-cert", dump, "-tls-key", dump},
 	} {
 		var stderr bytes.Buffer
 		if err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, &stderr); err == nil {
@@ -260,11 +269,17 @@ type server struct {
 
 func start(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startWith(t, nil, args...)
+}
+
+// startWith starts a run that serves its chain through wrap.
+func startWith(t *testing.T, wrap func(backend.Backend) backend.Backend, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{cancel: cancel, done: make(chan error, 1), out: new(syncBuffer), err: new(syncBuffer), printed: make(chan struct{})}
 	go func() {
-		s.done <- run(ctx, args, pw, s.err)
+		s.done <- runWith(ctx, args, pw, s.err, wrap)
 		pw.Close()
 	}()
 	go func() {

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
+)
+
+// readyTimeout bounds the readiness probe's call of the backend: a probe
+// that hangs tells an orchestrator less than a 503 does, and probes usually
+// time out themselves after a few seconds.
+const readyTimeout = 1500 * time.Millisecond
+
+// newAdminServer returns the server of the admin listener: metrics and
+// health checks, kept off the JSON-RPC listener so that neither clients nor
+// their keys ever reach them, and so that they can be firewalled apart.
+func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockrpc.Service) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		// The process is up and serving HTTP: all liveness means. A
+		// backend that is down is readiness's business; restarting the
+		// process would not bring it back.
+		plain(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(r.Context(), svc); err != nil {
+			log.Warn("not ready", "err", err)
+			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
+		plain(w, http.StatusOK, "ok")
+	})
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// ready asks the backend for the latest block, as eth_blockNumber does,
+// through the Service the handler serves.
+func ready(ctx context.Context, svc *blockrpc.Service) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	_, err := svc.BlockNumber(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("the backend did not answer eth_blockNumber within %v", readyTimeout)
+	case err != nil:
+		// The backend's error is the operator's own: the admin listener
+		// is theirs, and the error holds no API key.
+		return fmt.Errorf("eth_blockNumber failed: %w", err)
+	}
+	return nil
+}
+
+func plain(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, text)
+}
+
+// fanOut returns an observer that tells each of observers what it is told.
+// A field stays nil when no observer sets it: the handler skips the work
+// behind a nil field (timing each backend call, for one).
+func fanOut(observers ...*blockrpc.Observer) *blockrpc.Observer {
+	var calls []func(context.Context, blockrpc.CallInfo)
+	var requests []func(context.Context, blockrpc.RequestInfo)
+	var backends []func(context.Context, blockrpc.BackendInfo)
+	var caches []func(context.Context, bool)
+	for _, o := range observers {
+		if o == nil {
+			continue
+		}
+		calls = appendSet(calls, o.Call)
+		requests = appendSet(requests, o.Request)
+		backends = appendSet(backends, o.Backend)
+		caches = appendSet(caches, o.Cache)
+	}
+	return &blockrpc.Observer{
+		Call:    fanOutFunc(calls),
+		Request: fanOutFunc(requests),
+		Backend: fanOutFunc(backends),
+		Cache:   fanOutFunc(caches),
+	}
+}
+
+func appendSet[T any](fs []func(context.Context, T), f func(context.Context, T)) []func(context.Context, T) {
+	if f == nil {
+		return fs
+	}
+	return append(fs, f)
+}
+
+// fanOutFunc returns nil for none, the one function itself for one, and a
+// function calling each in order for more.
+func fanOutFunc[T any](fs []func(context.Context, T)) func(context.Context, T) {
+	switch len(fs) {
+	case 0:
+		return nil
+	case 1:
+		return fs[0]
+	}
+	return func(ctx context.Context, v T) {
+		for _, f := range fs {
+			f(ctx, v)
+		}
+	}
+}

@@ -1,0 +1,287 @@
+package main
+
+// The admin listener (metrics and health), the rate limit, the answer
+// cache's flag, and the parts of the server that fan one observer out.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+)
+
+// adminURL returns the admin listener's base URL, as the run printed it.
+func (s *server) adminURL(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`Metrics and health: (http://\S+)/metrics`).FindStringSubmatch(s.stdout())
+	if m == nil {
+		t.Fatalf("no admin address printed:\n%s", s.stdout())
+	}
+	return m[1]
+}
+
+// rpcURL returns the JSON-RPC endpoint the run printed, without the key.
+func (s *server) rpcURL(t *testing.T) string {
+	t.Helper()
+	u := regexp.MustCompile(`https?://\S+/v3/`).FindString(s.stdout())
+	if u == "" {
+		t.Fatalf("no endpoint printed:\n%s", s.stdout())
+	}
+	return u
+}
+
+// call posts a JSON-RPC body and returns the answer's status, headers and
+// body.
+func call(t *testing.T, c *http.Client, url, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const latestBlock = `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}`
+
+// TestAdminMetricsAndHealth serves a few requests and reads them back in
+// /metrics, checks the health routes, and that the shutdown closes the
+// admin listener too.
+func TestAdminMetricsAndHealth(t *testing.T) {
+	const key = "metrics-key-7c2d"
+	srv := start(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keys", key)
+	rpc, admin := srv.rpcURL(t)+key, srv.adminURL(t)
+
+	for _, body := range []string{
+		latestBlock,
+		latestBlock,
+		`{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber"}`,
+		// The key as a method name: a client may put it anywhere.
+		`{"jsonrpc":"2.0","id":3,"method":"` + key + `"}`,
+		`[{"jsonrpc":"2.0","id":4,"method":"eth_chainId"},{"jsonrpc":"2.0","id":5,"method":"eth_blockNumber"}]`,
+	} {
+		if resp, answer := call(t, http.DefaultClient, rpc, body); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d: %s", body, resp.StatusCode, answer)
+		}
+	}
+	if resp, _ := call(t, http.DefaultClient, srv.rpcURL(t)+"wrong-"+key, latestBlock); resp.StatusCode != 401 {
+		t.Fatalf("a wrong key gets %d, want 401", resp.StatusCode)
+	}
+
+	status, text := get(t, admin+"/metrics")
+	if status != 200 {
+		t.Fatalf("/metrics: status %d", status)
+	}
+	for _, want := range []string{
+		`blockrpc_calls_total{code="0",method="eth_getBlockByNumber"} 2`,
+		`blockrpc_calls_total{code="0",method="eth_blockNumber"} 2`,
+		`blockrpc_calls_total{code="-32601",method="other"} 1`,
+		`blockrpc_http_requests_total{status="200"} 5`,
+		`blockrpc_http_requests_total{status="401"} 1`,
+		`blockrpc_call_duration_seconds_bucket{method="eth_getBlockByNumber",le="+Inf"} 2`,
+		`blockrpc_batch_calls_sum 2`,
+		`blockrpc_backend_call_duration_seconds_count{method="BlockByNumber"}`,
+		// The latest block twice: rendered once, then from the cache.
+		"blockrpc_answer_cache_hits_total 1\n",
+		"blockrpc_answer_cache_misses_total 1\n",
+		"go_goroutines ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics has no %s:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, key) || strings.Contains(text, blockrpc.KeyID(key)) {
+		t.Errorf("/metrics shows the API key or its id:\n%s", text)
+	}
+
+	if status, body := get(t, admin+"/healthz"); status != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q, want 200 ok", status, body)
+	}
+	if status, body := get(t, admin+"/readyz"); status != 200 || body != "ok\n" {
+		t.Errorf("/readyz = %d %q, want 200 ok", status, body)
+	}
+	// The admin routes are not the JSON-RPC listener's.
+	if status, _ := get(t, strings.TrimSuffix(srv.rpcURL(t), "/v3/")+"/metrics"); status == 200 {
+		t.Error("the JSON-RPC listener serves /metrics")
+	}
+
+	srv.stop(t)
+	// The access log still logs, beside the metrics.
+	if logs := srv.stderr(); !strings.Contains(logs, "rpc=eth_blockNumber status=200") || !strings.Contains(logs, `rpc="batch of 2"`) {
+		t.Errorf("the access log misses requests:\n%s", logs)
+	}
+	if _, err := http.Get(admin + "/healthz"); err == nil {
+		t.Error("the admin listener still answers after the shutdown")
+	}
+}
+
+// failingBackend fails every block lookup, as a backend whose database is
+// down does.
+type failingBackend struct {
+	backend.Backend
+	calls atomic.Int64
+}
+
+func (f *failingBackend) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
+	f.calls.Add(1)
+	return nil, errors.New("the database is down")
+}
+
+func TestReadyzWithAFailingBackend(t *testing.T) {
+	var failing *failingBackend
+	srv := startWith(t, func(b backend.Backend) backend.Backend {
+		failing = &failingBackend{Backend: b}
+		return failing
+	}, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keys", "k")
+	admin := srv.adminURL(t)
+
+	status, body := get(t, admin+"/readyz")
+	if status != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: ") || !strings.Contains(body, "the database is down") {
+		t.Errorf("/readyz = %d %q, want 503 with the reason", status, body)
+	}
+	if failing.calls.Load() == 0 {
+		t.Error("/readyz did not ask the backend")
+	}
+	// Alive all the same: restarting would not mend the database.
+	if status, _ := get(t, admin+"/healthz"); status != 200 {
+		t.Errorf("/healthz = %d, want 200", status)
+	}
+	// The probe's own call is not a client's: only the JSON-RPC call is
+	// counted.
+	if resp, body := call(t, http.DefaultClient, srv.rpcURL(t)+"k", `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`); !strings.Contains(body, `"code":-32000`) {
+		t.Errorf("eth_blockNumber over a failing backend = %d %s, want -32000", resp.StatusCode, body)
+	}
+	status, text := get(t, admin+"/metrics")
+	if status != 200 || !strings.Contains(text, `blockrpc_backend_errors_total{method="BlockByNumber"} 1`+"\n") {
+		t.Errorf("/metrics (%d) does not count one backend error:\n%s", status, text)
+	}
+	srv.stop(t)
+}
+
+// TestRateLimit gives a key a burst of 3 and a refill slow enough that no
+// token comes back while the test runs: the fourth call is refused, another
+// key is not.
+func TestRateLimit(t *testing.T) {
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "one,two", "-rate", "0.1", "-burst", "3")
+	url := srv.rpcURL(t)
+	for i := range 3 {
+		if resp, body := call(t, http.DefaultClient, url+"one", latestBlock); resp.StatusCode != 200 {
+			t.Fatalf("call %d of the burst: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := call(t, http.DefaultClient, url+"one", latestBlock)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"code":-32005`) {
+		t.Errorf("the call past the burst = %d, Retry-After %q, %s; want 429, a Retry-After and -32005",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, _ := call(t, http.DefaultClient, url+"two", latestBlock); resp.StatusCode != 200 {
+		t.Errorf("another key gets %d: the limit is per key", resp.StatusCode)
+	}
+	srv.stop(t)
+}
+
+// TestRateDefaultBurst checks that -burst defaults to -rate.
+func TestRateDefaultBurst(t *testing.T) {
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-rate", "2")
+	url := srv.rpcURL(t) + "k"
+	var statuses []int
+	for range 3 {
+		resp, _ := call(t, http.DefaultClient, url, latestBlock)
+		statuses = append(statuses, resp.StatusCode)
+	}
+	// A token comes back every 500ms: the third call could only pass on a
+	// machine that took that long for two calls.
+	if statuses[0] != 200 || statuses[1] != 200 || statuses[2] != 429 {
+		t.Errorf("statuses %v, want 200 200 429 for a burst of 2", statuses)
+	}
+	srv.stop(t)
+}
+
+// TestCacheOff serves without an answer cache: the answers stay right, and
+// nothing is looked up in a cache.
+func TestCacheOff(t *testing.T) {
+	srv := start(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keys", "k", "-cache", "0")
+	url := srv.rpcURL(t) + "k"
+	_, first := call(t, http.DefaultClient, url, latestBlock)
+	_, second := call(t, http.DefaultClient, url, latestBlock)
+	if first != second || !strings.Contains(first, `"number":"0x6e"`) {
+		t.Errorf("answers without a cache: %.200s and %.200s, want block 0x6e twice", first, second)
+	}
+	_, text := get(t, srv.adminURL(t)+"/metrics")
+	for _, want := range []string{"blockrpc_answer_cache_hits_total 0\n", "blockrpc_answer_cache_misses_total 0\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics has no %s: the cache is not off", strings.TrimSpace(want))
+		}
+	}
+	srv.stop(t)
+}
+
+func TestFanOut(t *testing.T) {
+	var calls, requests, caches []string
+	a := &blockrpc.Observer{
+		Call:    func(context.Context, blockrpc.CallInfo) { calls = append(calls, "a") },
+		Request: func(context.Context, blockrpc.RequestInfo) { requests = append(requests, "a") },
+	}
+	b := &blockrpc.Observer{
+		Call:  func(context.Context, blockrpc.CallInfo) { calls = append(calls, "b") },
+		Cache: func(context.Context, bool) { caches = append(caches, "b") },
+	}
+	o := fanOut(a, nil, b)
+	if o.Backend != nil {
+		t.Error("Backend is set though no observer sets it: the handler would time every backend call for nothing")
+	}
+	ctx := context.Background()
+	o.Call(ctx, blockrpc.CallInfo{})
+	o.Request(ctx, blockrpc.RequestInfo{})
+	o.Cache(ctx, true)
+	if strings.Join(calls, "") != "ab" || strings.Join(requests, "") != "a" || strings.Join(caches, "") != "b" {
+		t.Errorf("calls %v, requests %v, caches %v; want ab, a, b", calls, requests, caches)
+	}
+}
+
+// TestReadyTimesOut checks that a backend that hangs makes /readyz answer
+// 503 within its bound, not hang with it.
+func TestReadyTimesOut(t *testing.T) {
+	store, err := loadDemo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = ready(context.Background(), blockrpc.NewService(hanging{store}))
+	if err == nil || !strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("ready with a hanging backend = %v, want a timeout", err)
+	}
+	if took := time.Since(start); took > readyTimeout+time.Second {
+		t.Errorf("ready took %v, want about %v", took, readyTimeout)
+	}
+}
+
+type hanging struct{ backend.Backend }
+
+func (hanging) BlockByNumber(ctx context.Context, _ backend.BlockNumber) (*backend.Block, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
