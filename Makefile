@@ -77,6 +77,6 @@ fuzz:
 	  done; \
 	done
 
-## demo: regenerate the demo chain that examples/server embeds
+## demo: regenerate the demo chain that memstore/demo embeds
 demo:
-	$(INTEROP_GO) run ./cmd/demochain -out ../server/demo
+	$(INTEROP_GO) run ./cmd/demochain -out ../../memstore/demo

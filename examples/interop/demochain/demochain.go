@@ -1,4 +1,4 @@
-// Package demochain generates the demo chain that examples/server serves:
+// Package demochain generates the demo chain that memstore/demo embeds:
 // a real chain, executed by go-ethereum, that goes through the forks a
 // block API must handle.
 //

@@ -15,7 +15,7 @@ import (
 )
 
 // TestCommittedDumpIsCurrent regenerates the demo chain and compares it with
-// the files examples/server embeds: the generation is deterministic, and the
+// the files package memstore/demo embeds: the generation is deterministic, and the
 // committed chain is what this code makes.
 func TestCommittedDumpIsCurrent(t *testing.T) {
 	chain, err := Generate()
@@ -26,7 +26,7 @@ func TestCommittedDumpIsCurrent(t *testing.T) {
 	if err := chain.WriteDump(&blocks, &pending); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join("..", "..", "server", "demo")
+	dir := filepath.Join("..", "..", "..", "memstore", "demo")
 	for name, got := range map[string][]byte{"chain.jsonl": blocks.Bytes(), "pending.jsonl": pending.Bytes()} {
 		want, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {

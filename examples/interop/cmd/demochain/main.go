@@ -1,6 +1,6 @@
-// Command demochain writes the demo chain that examples/server embeds:
+// Command demochain writes the demo chain that package memstore/demo embeds:
 //
-//	GOWORK=off go run ./cmd/demochain -out ../server/demo # or make demo, from the repository root
+//	GOWORK=off go run ./cmd/demochain -out ../../memstore/demo # or make demo, from the repository root
 //
 // The chain is generated deterministically; a test checks that the files in
 // the repository are what this writes.
@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", filepath.Join("..", "server", "demo"), "`directory` to write chain.jsonl and pending.jsonl to")
+	out := flag.String("out", filepath.Join("..", "..", "memstore", "demo"), "`directory` to write chain.jsonl and pending.jsonl to")
 	flag.Parse()
 	if err := write(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "demochain:", err)
