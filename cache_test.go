@@ -1,8 +1,12 @@
 package blockrpc_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 
@@ -139,4 +143,62 @@ func TestAnswerCacheOff(t *testing.T) {
 	if hits, misses := counter.counts(); hits+misses != 0 {
 		t.Errorf("a handler without a cache looked %d times in one", hits+misses)
 	}
+}
+
+// TestAnswerCacheWholeAnswers checks a cached block sent as a single
+// answer, plain and gzipped, against the answer of a server without a
+// cache, and that its size is what an observer is told.
+func TestAnswerCacheWholeAnswers(t *testing.T) {
+	t.Run("small block", func(t *testing.T) {
+		testWholeAnswers(t, newTestChain(t).store, "0x1")
+	})
+	t.Run("mainnet block", func(t *testing.T) { // 650 KB: written in parts
+		store, _ := largestMainnetBlockT(t)
+		testWholeAnswers(t, store, "0x112A880")
+	})
+}
+
+func testWholeAnswers(t *testing.T, store backend.Backend, number string) {
+	var sizes []int
+	observer := &blockrpc.Observer{Call: func(_ context.Context, ci blockrpc.CallInfo) { sizes = append(sizes, ci.Bytes) }}
+	cached := newServer(t, store, blockrpc.WithGzip(), blockrpc.WithObserver(observer))
+	uncached := newServer(t, store, blockrpc.WithGzip(), blockrpc.WithAnswerCache(0))
+	body := rpcRequest("eth_getBlockByNumber", `["`+number+`",true]`)
+	for _, encoding := range []string{"", "gzip"} {
+		for round := range 2 { // the second is a hit
+			get := func(srv *httptest.Server) []byte {
+				resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, body, "Content-Type", "application/json", "Accept-Encoding", encoding))
+				if resp.Header.Get("Content-Encoding") != encoding {
+					t.Fatalf("Content-Encoding %q, want %q", resp.Header.Get("Content-Encoding"), encoding)
+				}
+				if resp.ContentLength != int64(len(out)) {
+					t.Errorf("Content-Length %d for %d bytes", resp.ContentLength, len(out))
+				}
+				return gunzipIf(t, out, encoding == "gzip")
+			}
+			want, got := get(uncached), get(cached)
+			if string(got) != string(want) {
+				t.Errorf("encoding %q, round %d: the cached answer differs:\n%.300s\nwant\n%.300s", encoding, round, got, want)
+			}
+			if n := sizes[len(sizes)-1]; n != len(want)-1 { // the answer but its newline
+				t.Errorf("encoding %q, round %d: the observer was told %d bytes, the answer has %d", encoding, round, n, len(want)-1)
+			}
+		}
+	}
+}
+
+func gunzipIf(t *testing.T, data []byte, zipped bool) []byte {
+	t.Helper()
+	if !zipped {
+		return data
+	}
+	r, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

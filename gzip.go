@@ -58,11 +58,15 @@ var gzipWriters = sync.Pool{New: func() any {
 	return w
 }}
 
-func gzipBytes(dst, data []byte) []byte {
+// gzipBytes appends to dst the gzip stream of the parts, one after the
+// other.
+func gzipBytes(dst []byte, parts ...[]byte) []byte {
 	buf := bytes.NewBuffer(dst)
 	zw := gzipWriters.Get().(*gzip.Writer)
 	zw.Reset(buf)
-	zw.Write(data) // writes to a bytes.Buffer cannot fail
+	for _, p := range parts {
+		zw.Write(p) // writes to a bytes.Buffer cannot fail
+	}
 	zw.Close()
 	gzipWriters.Put(zw)
 	return buf.Bytes()

@@ -24,6 +24,7 @@ import (
 type Handler struct {
 	methods map[string]method
 	cfg     config
+	sharing bool          // single answers may refer to cached results
 	slots   chan struct{} // one per batch being rendered; nil: no limit
 	pending atomic.Int64  // answer bytes being written, all requests together
 }
@@ -37,7 +38,8 @@ func NewHandler(s *Service, opts ...Option) *Handler {
 	if o := h.cfg.observer; o != nil && o.Backend != nil {
 		s = &Service{backend: observedBackend{s.backend, o}}
 	}
-	h.methods = methodTable(s, newAnswerCache(h.cfg.answerCache, h.cfg.observer))
+	cache := newAnswerCache(h.cfg.answerCache, h.cfg.observer)
+	h.methods, h.sharing = methodTable(s, cache), cache != nil
 	if h.cfg.batchConcurrency > 0 {
 		h.slots = make(chan struct{}, h.cfg.batchConcurrency)
 	}

@@ -55,6 +55,9 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 			info.Method = h.served(classifiedName(body))
 		}
 		if h.allow(ctx, a, key, body, 1) {
+			if h.sharing {
+				ctx = context.WithValue(ctx, sharedResultKey{}, &a.shared)
+			}
 			*out = h.answer(ctx, body, *out)
 		}
 		return
@@ -219,11 +222,15 @@ func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
 	start, mark := time.Now(), len(out)
 	out = h.reply(ctx, raw, out)
 	if len(out) > mark {
+		size := len(out) - mark
+		if shared, ok := ctx.Value(sharedResultKey{}).(*sharedResult); ok {
+			size += len(shared.json)
+		}
 		h.cfg.observer.Call(ctx, CallInfo{
 			Method:   h.served(classifiedName(raw)),
 			Code:     answerCode(out[mark:]),
 			Duration: time.Since(start),
-			Bytes:    len(out) - mark,
+			Bytes:    size,
 		})
 	}
 	return out

@@ -36,6 +36,7 @@ type answerWriter struct {
 	zip        *gzip.Writer // when streaming compressed
 	zipped     bytes.Buffer // the compressed bytes of one chunk
 	slot       bool         // holds one of the handler's batch slots
+	shared     sharedResult // a cached result the single answer refers to
 }
 
 // answerWriters are pooled: one serves every request, and its gzip stream
@@ -194,18 +195,50 @@ func (a *answerWriter) writeWhole(out []byte) {
 	}
 	out = append(out, '\n')
 	*a.buf = out // the newline may have grown it
+	shared := a.shared.json
 	if a.h.cfg.gzip {
 		header.Add("Vary", "Accept-Encoding")
-		if len(out) >= gzipThreshold && acceptsGzip(a.r) {
+		if len(out)+len(shared) >= gzipThreshold && acceptsGzip(a.r) {
 			zipped := getBuffer()
 			defer putBuffer(zipped)
-			*zipped = gzipBytes((*zipped)[:0], out)
+			*zipped = gzipBytes((*zipped)[:0], a.parts(out)...)
 			header["Content-Encoding"] = gzipEncoding
-			out = *zipped
+			header["Content-Length"] = []string{strconv.Itoa(len(*zipped))}
+			a.send(http.StatusOK, *zipped)
+			return
 		}
 	}
-	header["Content-Length"] = []string{strconv.Itoa(len(out))}
-	a.send(cmp.Or(a.statusCode, http.StatusOK), out)
+	header["Content-Length"] = []string{strconv.Itoa(len(out) + len(shared))}
+	if shared == nil {
+		a.send(cmp.Or(a.statusCode, http.StatusOK), out)
+		return
+	}
+	a.status = http.StatusOK
+	a.w.WriteHeader(http.StatusOK)
+	for _, part := range a.sharedParts(out) {
+		a.writeBody(part)
+	}
+}
+
+// parts returns the answer as the pieces it is made of: out alone, or out
+// around the cached result it refers to.
+func (a *answerWriter) parts(out []byte) [][]byte {
+	if a.shared.json == nil {
+		return [][]byte{out}
+	}
+	return [][]byte{out[:a.shared.at], a.shared.json, out[a.shared.at:]}
+}
+
+// sharedParts splits an answer around a cached result into writes that
+// leave nothing small for the server to send after the handler returns:
+// the result's last bytes go out with the end of the answer, copied into
+// out's spare room.
+func (a *answerWriter) sharedParts(out []byte) [][]byte {
+	json, at := a.shared.json, a.shared.at
+	tail := len(json) - min(len(json), 4096)
+	end := append(out[len(out):len(out)], json[tail:]...)
+	end = append(end, out[at:]...)
+	return [][]byte{out[:at], json[:tail], end}
 }
 
 func (a *answerWriter) send(status int, body []byte) {
