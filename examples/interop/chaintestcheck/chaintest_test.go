@@ -119,7 +119,7 @@ func unsigned(tx *types.Transaction) types.TxData {
 // counts tallies what the check compared.
 type counts struct {
 	blocks, sideBlocks, pending, uncles, txs, resigned, authorities, withdrawals int
-	types                                                                      [5]int
+	types                                                                        [5]int
 }
 
 // keyIndex maps the builder's first keys' addresses to their index, to find
