@@ -276,7 +276,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	logOut, flushLog := bufferLog(stderr)
+	defer flushLog()
+	log := slog.New(flushOnError{slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: o.logLevel}), logOut})
 
 	// A certificate that does not load is found now, not at the first
 	// client's handshake.
