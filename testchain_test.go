@@ -17,6 +17,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/holiman/uint256"
 )
 
@@ -217,31 +218,16 @@ func (b *countingBackend) BlockByNumber(ctx context.Context, n backend.BlockNumb
 
 // ---- Real chains ----------------------------------------------------------------
 
-// demoChain loads the demo chain that examples/server serves, with its
-// pending block, and returns the hash of every block in it, canonical or
-// not, in the dump's order.
+// demoChain loads the demo chain (memstore/demo), with its pending block,
+// and returns the hash of every block in it, canonical or not, in the
+// dump's order.
 func demoChain(t testing.TB) (*memstore.Store, []backend.Hash) {
 	t.Helper()
-	const dir = "examples/server/demo"
-	dump, err := os.ReadFile(filepath.Join(dir, "chain.jsonl"))
+	store, err := demo.Store()
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := memstore.Load(bytes.NewReader(dump))
-	if err != nil {
-		t.Fatalf("loading the demo chain: %v", err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "pending.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending struct{ Block *backend.Block }
-	if err := json.Unmarshal(data, &pending); err != nil {
-		t.Fatalf("the demo's pending block: %v", err)
-	}
-	if err := store.SetPending(pending.Block); err != nil {
-		t.Fatalf("setting the demo's pending block: %v", err)
-	}
+	dump, _ := demo.Dump()
 	all, whole := dumpHashes(t, dump)
 	if len(whole) != len(all) {
 		t.Fatalf("the demo chain holds the transactions of %d of its %d blocks, want all", len(whole), len(all))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 // adminURL returns the admin listener's base URL, as the run printed it.
@@ -265,7 +266,7 @@ func TestFanOut(t *testing.T) {
 // TestReadyTimesOut checks that a backend that hangs makes /readyz answer
 // 503 within its bound, not hang with it.
 func TestReadyTimesOut(t *testing.T) {
-	store, err := loadDemo()
+	store, err := demo.Store()
 	if err != nil {
 		t.Fatal(err)
 	}

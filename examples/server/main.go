@@ -65,9 +65,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -89,20 +87,7 @@ import (
 	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
-)
-
-// The demo chain: blocks under Berlin rules with uncles, London, the merge,
-// Shanghai withdrawals, Cancun blob transactions and Prague set-code
-// transactions, generated with go-ethereum (see
-// examples/interop/cmd/demochain), and the block pending on top of it.
-//
-//go:embed demo/chain.jsonl demo/pending.jsonl
-var demo embed.FS
-
-// How far behind the head the demo's safe and finalized blocks are.
-const (
-	demoSafeDepth      = 8
-	demoFinalizedDepth = 16
+	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 func main() {
@@ -506,13 +491,15 @@ func loadChain(ctx context.Context, log *slog.Logger, o options) (*memstore.Stor
 		}
 		safe, finalized = orDefault(safe, int64(head.Number)), orDefault(finalized, int64(head.Number))
 	} else {
+		// The demo chain (memstore/demo): blocks under Berlin rules with
+		// uncles, London, the merge, Shanghai withdrawals, Cancun blob
+		// transactions and Prague set-code transactions, generated with
+		// go-ethereum, and the block pending on top of it.
 		var err error
-		if store, err = loadDemo(); err != nil {
-			return nil, fmt.Errorf("the demo chain: %w", err)
+		if store, err = demo.Store(); err != nil {
+			return nil, err
 		}
-		head, _ := store.BlockByNumber(context.Background(), backend.Latest)
-		safe = orDefault(safe, int64(head.Number)-demoSafeDepth)
-		finalized = orDefault(finalized, int64(head.Number)-demoFinalizedDepth)
+		safe, finalized = orDefault(safe, demo.Safe), orDefault(finalized, demo.Finalized)
 	}
 	if err := store.SetSafe(uint64(safe)); err != nil {
 		return nil, fmt.Errorf("-safe: %w", err)
@@ -547,27 +534,6 @@ func orDefault(v, def int64) int64 {
 		return v
 	}
 	return max(def, 0)
-}
-
-func loadDemo() (*memstore.Store, error) {
-	chain, err := demo.Open("demo/chain.jsonl")
-	if err != nil {
-		return nil, err
-	}
-	defer chain.Close()
-	store, err := memstore.Load(chain)
-	if err != nil {
-		return nil, err
-	}
-	line, err := demo.ReadFile("demo/pending.jsonl")
-	if err != nil {
-		return nil, err
-	}
-	var pending struct{ Block *backend.Block }
-	if err := json.Unmarshal(line, &pending); err != nil {
-		return nil, fmt.Errorf("pending block: %w", err)
-	}
-	return store, store.SetPending(pending.Block)
 }
 
 func newKey() string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/holiman/uint256"
 )
 
@@ -86,7 +87,7 @@ func TestDemoChain(t *testing.T) {
 	if err != nil || !pending.Pending || pending.ParentHash != head.Hash {
 		t.Errorf("pending block = %v, %v; want a pending child of the head", pending, err)
 	}
-	for tag, depth := range map[backend.BlockNumber]uint64{backend.Safe: demoSafeDepth, backend.Finalized: demoFinalizedDepth} {
+	for tag, depth := range map[backend.BlockNumber]uint64{backend.Safe: demo.Head - demo.Safe, backend.Finalized: demo.Head - demo.Finalized} {
 		b, err := store.BlockByNumber(ctx, tag)
 		if err != nil || b.Number != head.Number-depth {
 			t.Errorf("%v = %v, %v; want block %d", tag, b, err, head.Number-depth)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 func main() {
@@ -86,7 +87,7 @@ func memoryGrowth(samples []int64) float64 {
 
 func loadChain(path string) (*memstore.Store, error) {
 	if path == "" {
-		path = "examples/server/demo/chain.jsonl"
+		return demo.Store()
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -16,7 +16,7 @@ func TestSoak(t *testing.T) {
 	}
 	var out bytes.Buffer
 	cfg := config{duration: 30 * time.Second, rate: 200, clients: 8, reorgEvery: 500 * time.Millisecond, report: 10 * time.Second, seed: 1}
-	ok, err := run(context.Background(), cfg, "../server/demo/chain.jsonl", &out)
+	ok, err := run(context.Background(), cfg, "", &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
