@@ -38,48 +38,15 @@ func signingHash(tx *Transaction, chainID *uint256.Int) Hash {
 	if tx.Type != LegacyTxType {
 		w.buf = append(w.buf, tx.Type)
 	}
-	// The order of the fields is appendEncoding's without v, r and s; a
-	// test recovers the senders of real transactions of every type, which
-	// a field out of place would not.
+	// The fields are the encoding's (appendSigned); a test recovers the
+	// senders of real transactions of every type, which a field out of
+	// place would not.
 	mark := w.list()
-	if tx.Type == LegacyTxType {
-		w.uint64(tx.Nonce)
-		w.optionalU256(tx.GasPrice)
-		w.uint64(tx.Gas)
-		w.address(tx.To)
-		w.u256(&tx.Value)
-		w.bytes(tx.Input)
-		if chainID != nil {
-			w.u256(chainID)
-			w.uint64(0)
-			w.uint64(0)
-		}
-		w.endList(mark)
-		return keccak(w.buf)
-	}
-	w.optionalU256(chainID)
-	w.uint64(tx.Nonce)
-	if tx.Type == AccessListTxType {
-		w.optionalU256(tx.GasPrice)
-	} else {
-		w.optionalU256(tx.MaxPriorityFeePerGas)
-		w.optionalU256(tx.MaxFeePerGas)
-	}
-	w.uint64(tx.Gas)
-	w.address(tx.To)
-	w.u256(&tx.Value)
-	w.bytes(tx.Input)
-	w.accessList(tx.AccessList)
-	switch tx.Type {
-	case BlobTxType:
-		w.optionalU256(tx.MaxFeePerBlobGas)
-		hashes := w.list()
-		for i := range tx.BlobVersionedHashes {
-			w.bytes(tx.BlobVersionedHashes[i][:])
-		}
-		w.endList(hashes)
-	case SetCodeTxType:
-		w.authorizationList(tx.AuthorizationList)
+	tx.appendSigned(&w, chainID)
+	if tx.Type == LegacyTxType && chainID != nil {
+		w.u256(chainID)
+		w.uint64(0)
+		w.uint64(0)
 	}
 	w.endList(mark)
 	return keccak(w.buf)

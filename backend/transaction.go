@@ -166,23 +166,33 @@ func (tx *Transaction) String() string { return hexutil.Encode(tx.Hash[:]) }
 // a typed one. Its keccak256 is the transaction hash, and it is the value
 // stored in the transactions trie.
 func (tx *Transaction) appendEncoding(w *rlpWriter) {
+	if tx.Type != LegacyTxType {
+		w.buf = append(w.buf, tx.Type)
+	}
+	mark := w.list()
+	tx.appendSigned(w, tx.ChainID)
+	w.u256(&tx.V)
+	w.u256(&tx.R)
+	w.u256(&tx.S)
+	w.endList(mark)
+}
+
+// appendSigned writes, in consensus order and without the list around
+// them, the fields that a transaction's signature covers and that its
+// encoding holds before the signature: the encoding and the signing hash
+// differ only in what follows. A legacy transaction has no chain id among
+// them; a typed one starts with chainID.
+func (tx *Transaction) appendSigned(w *rlpWriter, chainID *uint256.Int) {
 	if tx.Type == LegacyTxType {
-		mark := w.list()
 		w.uint64(tx.Nonce)
 		w.optionalU256(tx.GasPrice)
 		w.uint64(tx.Gas)
 		w.address(tx.To)
 		w.u256(&tx.Value)
 		w.bytes(tx.Input)
-		w.u256(&tx.V)
-		w.u256(&tx.R)
-		w.u256(&tx.S)
-		w.endList(mark)
 		return
 	}
-	w.buf = append(w.buf, tx.Type)
-	mark := w.list()
-	w.optionalU256(tx.ChainID)
+	w.optionalU256(chainID)
 	w.uint64(tx.Nonce)
 	if tx.Type == AccessListTxType {
 		w.optionalU256(tx.GasPrice)
@@ -206,10 +216,6 @@ func (tx *Transaction) appendEncoding(w *rlpWriter) {
 	case SetCodeTxType:
 		w.authorizationList(tx.AuthorizationList)
 	}
-	w.u256(&tx.V)
-	w.u256(&tx.R)
-	w.u256(&tx.S)
-	w.endList(mark)
 }
 
 // txPosition is where a transaction sits: its block's hash, number and
