@@ -16,16 +16,15 @@ import (
 
 // largestMainnetBlock loads the largest block of the mainnet fixtures
 // (18,000,000: 94 transactions, a 650 KB answer) into a store.
-func largestMainnetBlock(b *testing.B) (*memstore.Store, *backend.Block) {
-	b.Helper()
-	cases := mainnetCases(b)
-	store, err := memstore.Load(bytes.NewReader(mainnetDump(b, cases)))
+func largestMainnetBlock(t testing.TB) (*memstore.Store, *backend.Block) {
+	t.Helper()
+	store, err := memstore.Load(bytes.NewReader(mainnetDump(t, mainnetCases(t))))
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	block, err := store.BlockByNumber(context.Background(), 18_000_000)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	return store, block
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
-	"github.com/blockrpc/blockrpc/memstore"
 )
 
 // fullBlockBatch is a batch of n calls for mainnet block 18,000,000 with its
@@ -82,7 +81,7 @@ func maxOf(a, b uint64) uint64 {
 // client's requests are answered, and when the stalled clients go away
 // their requests end without rendering the rest.
 func TestStalledReadersHoldLittleMemory(t *testing.T) {
-	store, _ := largestMainnetBlockT(t)
+	store, _ := largestMainnetBlock(t)
 	var cut atomic.Int32
 	observer := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) {
 		if r.Batch && r.Cut {
@@ -128,25 +127,11 @@ func TestStalledReadersHoldLittleMemory(t *testing.T) {
 	}
 }
 
-// largestMainnetBlockT loads the mainnet fixtures into a store.
-func largestMainnetBlockT(t testing.TB) (*memstore.Store, *backend.Block) {
-	t.Helper()
-	store, err := memstore.Load(bytes.NewReader(mainnetDump(t, mainnetCases(t))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := store.BlockByNumber(context.Background(), 18_000_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, block
-}
-
 // TestBacklogLimit checks that once the answers waiting for their clients
 // pass the backlog limit, new requests are refused with 503 and
 // Retry-After, and served again once the backlog drains.
 func TestBacklogLimit(t *testing.T) {
-	store, _ := largestMainnetBlockT(t)
+	store, _ := largestMainnetBlock(t)
 	srv := newServer(t, store, blockrpc.WithBacklogLimit(1))
 	conn := stallingClient(t, srv.Listener.Addr().String(), fullBlockBatch(100), false)
 	refused := false

@@ -153,7 +153,7 @@ func TestAnswerCacheWholeAnswers(t *testing.T) {
 		testWholeAnswers(t, newTestChain(t).store, "0x1")
 	})
 	t.Run("mainnet block", func(t *testing.T) { // 650 KB: written in parts
-		store, _ := largestMainnetBlockT(t)
+		store, _ := largestMainnetBlock(t)
 		testWholeAnswers(t, store, "0x112A880")
 	})
 }
