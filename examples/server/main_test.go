@@ -5,14 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -247,6 +250,13 @@ func writeDump(t *testing.T, n int) string {
 		added, _ := store.BlockByNumber(context.Background(), backend.BlockNumber(i))
 		parent = added.Hash
 	}
+	return saveDump(t, store)
+}
+
+// saveDump saves store as a dump in the test's temporary folder and returns
+// its path.
+func saveDump(t *testing.T, store *memstore.Store) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "chain.jsonl")
 	f, err := os.Create(path)
 	if err != nil {
@@ -257,6 +267,31 @@ func writeDump(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// latestBatch is a batch of n calls for the latest block with its
+// transactions.
+func latestBatch(n int) string {
+	var batch strings.Builder
+	batch.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			batch.WriteByte(',')
+		}
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["latest",true]}`, i)
+	}
+	batch.WriteByte(']')
+	return batch.String()
+}
+
+// slowReaderDialer dials with a small receive buffer, so that a client that
+// does not read makes the server's writes block soon.
+func slowReaderDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return err
+	}}
 }
 
 // server is a run of the program in the test's process.

@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -64,27 +62,15 @@ func TestCutAnswerIsLoggedCut(t *testing.T) {
 	srv := start(t, "-addr", "127.0.0.1:0", "-keys", key, "-chain", bigBlockDump(t, 11_000), "-write-timeout", "500ms")
 	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(srv.stdout())[1]
 
-	var batch strings.Builder
-	batch.WriteByte('[')
-	for i := range calls {
-		if i > 0 {
-			batch.WriteByte(',')
-		}
-		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["latest",true]}`, i)
-	}
-	batch.WriteByte(']')
-	dialer := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
+	batch := latestBatch(calls)
+	dialer := slowReaderDialer()
 	conn, err := dialer.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		key, addr, batch.Len(), batch.String())
+		key, addr, len(batch), batch)
 
 	// Nothing is read until the request is logged.
 	line := regexp.MustCompile(`msg=request [^\n]*rpc="batch of 1000"[^\n]*`)

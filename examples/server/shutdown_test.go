@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,27 +36,15 @@ func TestShutdownCutsASlowReader(t *testing.T) {
 		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
 	}
 
-	var batch strings.Builder
-	batch.WriteByte('[')
-	for i := range 1000 {
-		if i > 0 {
-			batch.WriteByte(',')
-		}
-		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["latest",true]}`, i)
-	}
-	batch.WriteByte(']')
-	dialer := net.Dialer{Timeout: 10 * time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		c.Control(func(fd uintptr) { err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		return err
-	}}
+	batch := latestBatch(1000)
+	dialer := slowReaderDialer()
 	conn, err := dialer.Dial("tcp", addr[1])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		key, addr[1], batch.Len(), batch.String())
+		key, addr[1], len(batch), batch)
 	// The first byte of the answer: the handler is writing it.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := conn.Read(make([]byte, 1)); err != nil {
@@ -147,16 +134,7 @@ func bigBlockDump(t *testing.T, extra int) string {
 	if err := store.AddBlock(b); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "big.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := store.Save(f); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return saveDump(t, store)
 }
 
 // process is the server built and run as an operator runs it.
