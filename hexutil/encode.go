@@ -1,6 +1,7 @@
 package hexutil
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"slices"
 
@@ -26,25 +27,38 @@ func EncodeU256(z *uint256.Int) string {
 
 const digits = "0123456789abcdef"
 
-// pairs holds the two hex digits of every byte value, so that encoding a byte
-// is one two-byte copy instead of two table look-ups and shifts.
-var pairs = func() (t [512]byte) {
-	for i := 0; i < 256; i++ {
-		t[2*i], t[2*i+1] = digits[i>>4], digits[i&0xf]
+// pairs holds the two hex digits of every byte value, as the little-endian
+// 16-bit word they make, so that four bytes are encoded with four look-ups
+// and one 8-byte store.
+var pairs = func() (t [256]uint16) {
+	for i := range t {
+		t[i] = uint16(digits[i>>4]) | uint16(digits[i&0xf])<<8
 	}
 	return t
 }()
 
 // AppendBytes appends b to dst as a 0x-prefixed byte string.
+//
+// Hex is most of the cost of rendering a block, and four bytes a step is
+// measurably faster than a byte a step (BenchmarkAppendBytes, same run).
 func AppendBytes(dst, b []byte) []byte {
 	n := len(dst) + 2
 	dst = slices.Grow(dst, 2+2*len(b))[:n+2*len(b)]
 	dst[n-2], dst[n-1] = '0', 'x'
-	out := dst[n:]
-	for i, c := range b {
-		copy(out[2*i:2*i+2], pairs[2*int(c):2*int(c)+2])
-	}
+	encodePairs(dst[n:], b)
 	return dst
+}
+
+// encodePairs writes the hex digits of b into out, which holds 2*len(b)
+// bytes.
+func encodePairs(out, b []byte) {
+	for len(b) >= 4 && len(out) >= 8 {
+		binary.LittleEndian.PutUint64(out, uint64(pairs[b[0]])|uint64(pairs[b[1]])<<16|uint64(pairs[b[2]])<<32|uint64(pairs[b[3]])<<48)
+		b, out = b[4:], out[8:]
+	}
+	for i, c := range b {
+		binary.LittleEndian.PutUint16(out[2*i:], pairs[c])
+	}
 }
 
 // AppendUint64 appends v to dst as a quantity.

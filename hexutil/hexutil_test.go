@@ -2,6 +2,7 @@ package hexutil
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math"
 	"testing"
@@ -210,4 +211,20 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestAppendBytesEveryLength checks the encoder against encoding/hex for
+// every length around its four-byte steps and every byte value.
+func TestAppendBytesEveryLength(t *testing.T) {
+	data := make([]byte, 300)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for n := 0; n <= len(data); n++ {
+		prefix := []byte("x:")
+		got := AppendBytes(prefix, data[:n])
+		if want := "x:0x" + hex.EncodeToString(data[:n]); string(got) != want {
+			t.Fatalf("AppendBytes of %d bytes = %q, want %q", n, got, want)
+		}
+	}
 }
