@@ -2,6 +2,7 @@ package hexutil
 
 import (
 	"encoding/hex"
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 
@@ -48,12 +49,36 @@ func BenchmarkAppendBytes(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendU256 encodes a 128-bit quantity; beside it, in the same
+// run, a digit a step (what AppendU256 did before).
 func BenchmarkAppendU256(b *testing.B) {
 	z := uint256.MustFromHex("0x1f2e3d4c5b6a79881f2e3d4c5b6a7988")
 	buf := make([]byte, 0, 66)
-	for b.Loop() {
-		buf = AppendU256(buf[:0], z)
-	}
+	b.Run("hexutil", func(b *testing.B) {
+		for b.Loop() {
+			buf = AppendU256(buf[:0], z)
+		}
+	})
+	b.Run("digit-a-step", func(b *testing.B) {
+		word := func(dst []byte, v uint64, all bool) []byte {
+			n := 16
+			if !all {
+				n = (bits.Len64(v) + 3) / 4
+			}
+			start := len(dst)
+			dst = dst[:start+n]
+			for i := start + n - 1; i >= start; i-- {
+				dst[i] = digits[v&0xf]
+				v >>= 4
+			}
+			return dst
+		}
+		for b.Loop() {
+			buf = append(buf[:0], '0', 'x')
+			buf = word(buf, z[1], false)
+			buf = word(buf, z[0], true)
+		}
+	})
 }
 
 func BenchmarkDecodeUint64(b *testing.B) {

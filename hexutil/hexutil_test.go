@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/holiman/uint256"
@@ -225,6 +226,25 @@ func TestAppendBytesEveryLength(t *testing.T) {
 		got := AppendBytes(prefix, data[:n])
 		if want := "x:0x" + hex.EncodeToString(data[:n]); string(got) != want {
 			t.Fatalf("AppendBytes of %d bytes = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestAppendQuantities checks the quantity encoders against strconv and
+// uint256 for values of every width.
+func TestAppendQuantities(t *testing.T) {
+	for shift := range 64 {
+		for _, v := range []uint64{1 << shift, 1<<shift - 1, 1<<shift + 0x5a5a5a5a5a5a5a5a>>(63-shift)} {
+			if got, want := string(AppendUint64([]byte("x"), v)), "x0x"+strconv.FormatUint(v, 16); got != want {
+				t.Errorf("AppendUint64(%d) = %s, want %s", v, got, want)
+			}
+		}
+	}
+	for _, hex := range []string{"0x0", "0x1", "0xffffffffffffffff", "0x10000000000000000", "0x1000000000000000f0000000000000001",
+		"0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff", "0x100000000000000000000000000000000000000000000000000000000000000"} {
+		z := uint256.MustFromHex(hex)
+		if got := string(AppendU256(nil, z)); got != z.Hex() {
+			t.Errorf("AppendU256(%s) = %s", hex, got)
 		}
 	}
 }
