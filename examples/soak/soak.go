@@ -133,7 +133,7 @@ type driver struct {
 	checked, wrong, unexpected, reorgs atomic.Int64
 
 	mu        sync.Mutex
-	latencies []time.Duration
+	latencies histogram
 	failures  []string // the first few, for the report
 }
 
@@ -152,19 +152,45 @@ func (d *driver) fail(wrong bool, format string, args ...any) {
 
 func (d *driver) record(took time.Duration) {
 	d.mu.Lock()
-	d.latencies = append(d.latencies, took)
+	d.latencies.add(took)
 	d.mu.Unlock()
 }
 
 func (d *driver) percentile(p float64) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if len(d.latencies) == 0 {
-		return 0
+	return d.latencies.percentile(p)
+}
+
+// histogram counts latencies in buckets 5% wide, so that a run of any
+// length measures its percentiles in the same memory.
+type histogram struct {
+	counts [600]uint64
+	total  uint64
+}
+
+const bucketGrowth = 1.05
+
+func (h *histogram) add(d time.Duration) {
+	i := 0
+	if d > time.Microsecond {
+		i = min(int(math.Log(float64(d/time.Microsecond))/math.Log(bucketGrowth))+1, len(h.counts)-1)
 	}
-	sorted := slices.Clone(d.latencies)
-	slices.Sort(sorted)
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+	h.counts[i]++
+	h.total++
+}
+
+// percentile returns the upper bound of the bucket that holds the p-th
+// latency.
+func (h *histogram) percentile(p float64) time.Duration {
+	rank := uint64(math.Ceil(p * float64(h.total)))
+	var seen uint64
+	for i, n := range h.counts {
+		if seen += n; seen >= rank && n > 0 {
+			return time.Duration(math.Pow(bucketGrowth, float64(i)) * float64(time.Microsecond))
+		}
+	}
+	return 0
 }
 
 // post sends body with key and returns the status and the body of the
@@ -226,63 +252,100 @@ func (p panicCounter) Handle(_ context.Context, r slog.Record) error {
 func (p panicCounter) WithAttrs([]slog.Attr) slog.Handler { return p }
 func (p panicCounter) WithGroup(string) slog.Handler      { return p }
 
-// reorganise changes the chain every interval: it grows the head by a
-// block, or replaces the last one to three blocks by a longer branch.
+// reorganise changes the canonical chain every interval between branches
+// it builds once: the chain as it was and six others, forking one, two or
+// three blocks below the head, all one block longer than the head. A
+// switch is a reorganisation of depth one to four, the chain never gets
+// shorter (a block asked for by number always exists), and the store holds
+// the same blocks throughout, so that its memory stays flat.
 func (d *driver) reorganise(ctx context.Context, every time.Duration, seed uint64) {
+	branches, err := d.branches(ctx)
+	if err != nil {
+		d.fail(false, "writer: %v", err)
+		return
+	}
 	rng := rand.New(rand.NewPCG(seed, 99))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for n := 0; ; n++ {
+	current := 0
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		head, err := d.store.BlockByNumber(ctx, backend.Latest)
-		if err != nil {
-			d.fail(false, "writer: the head: %v", err)
-			return
-		}
-		depth := 0
-		if rng.IntN(2) == 0 {
-			depth = 1 + rng.IntN(3)
-			d.reorgs.Add(1)
-		}
-		parent, err := d.store.BlockByNumber(ctx, backend.BlockNumber(head.Number-uint64(depth)))
-		if err != nil {
-			d.fail(false, "writer: block %d: %v", head.Number-uint64(depth), err)
-			return
-		}
-		for i := range depth + 1 {
-			child := childOf(parent, fmt.Sprintf("soak %d.%d", n, i))
-			if err := d.store.AddBlock(child); err != nil {
-				d.fail(false, "writer: adding block %d: %v", child.Number, err)
-				return
-			}
-			if parent, err = d.store.BlockByNumber(ctx, backend.BlockNumber(child.Number)); err != nil {
-				d.fail(false, "writer: reading back block %d: %v", child.Number, err)
+		next := (current + 1 + rng.IntN(len(branches)-1)) % len(branches)
+		for _, b := range branches[next] {
+			if err := d.store.AddBlock(b); err != nil {
+				d.fail(false, "writer: switching to branch %d at block %d: %v", next, b.Number, err)
 				return
 			}
 		}
+		current = next
+		d.reorgs.Add(1)
 	}
 }
 
+// branches builds the branches the writer switches between, each the
+// blocks from three below the head to one above it, and makes the first
+// canonical.
+func (d *driver) branches(ctx context.Context) ([][]*backend.Block, error) {
+	head, err := d.store.BlockByNumber(ctx, backend.Latest)
+	if err != nil || head.Number < 3 {
+		return nil, fmt.Errorf("a chain of at least 4 blocks is needed: %v", err)
+	}
+	base := make([]*backend.Block, 4) // the canonical blocks head-3 .. head
+	for i := range base {
+		if base[i], err = d.store.BlockByNumber(ctx, backend.BlockNumber(head.Number-3+uint64(i))); err != nil {
+			return nil, err
+		}
+	}
+	var branches [][]*backend.Block
+	for i, fork := range []int{3, 1, 2, 3, 1, 2, 3} { // where each leaves base: its last shared block
+		if i == 0 {
+			fork = 3 // the chain as it was, one block longer
+		}
+		branch := slices.Clone(base[:fork+1])
+		for parent := branch[fork]; parent.Number <= head.Number; {
+			child := childOf(parent, fmt.Sprintf("soak branch %d", i))
+			if err := d.store.AddSideBlock(child); err != nil {
+				return nil, err
+			}
+			stored, err := d.store.BlockByHash(ctx, child.Hash)
+			if err != nil {
+				return nil, err
+			}
+			branch, parent = append(branch, stored), stored
+		}
+		branches = append(branches, branch)
+	}
+	for _, b := range branches[0] {
+		if err := d.store.AddBlock(b); err != nil {
+			return nil, err
+		}
+	}
+	return branches, nil
+}
+
 // childOf returns an empty block on top of parent, of the parent's fork,
-// with extra data that makes it unlike any sibling.
+// with extra data that makes it unlike any sibling, and its roots and hash
+// computed, so that it can be found again once stored.
 func childOf(parent *backend.Block, extra string) *backend.Block {
 	b := &backend.Block{Header: parent.Header.Copy()}
 	b.Number, b.ParentHash = parent.Number+1, parent.Hash
 	b.Timestamp += 12
 	b.ExtraData = []byte(extra)
 	b.GasUsed = 0
-	b.TransactionsRoot, b.Sha3Uncles = backend.Hash{}, backend.Hash{}
+	b.TransactionsRoot, b.Sha3Uncles = backend.TransactionsRoot(nil), backend.UnclesHash(nil)
 	if b.WithdrawalsRoot != nil {
-		b.WithdrawalsRoot = new(backend.Hash)
 		b.Withdrawals = []backend.Withdrawal{}
+		root := backend.WithdrawalsRoot(b.Withdrawals)
+		b.WithdrawalsRoot = &root
 	}
 	if b.BlobGasUsed != nil {
 		b.BlobGasUsed = new(uint64)
 	}
+	b.Hash = backend.HeaderHash(&b.Header)
 	return b
 }
 
