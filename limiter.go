@@ -149,16 +149,16 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, key string, body [
 		// The limiter was given a digest, never the key: its error is
 		// safe to log.
 		h.log(ctx, slog.LevelError, "blockrpc: rate limiter failed", "err", err)
-		a.statusCode = http.StatusServiceUnavailable
+		a.answerStatus = http.StatusServiceUnavailable
 		code, message = codeServerError, "rate limiter unavailable"
 	case ok:
 		return true
 	case retryAfter > 0:
-		a.statusCode = http.StatusTooManyRequests
+		a.answerStatus = http.StatusTooManyRequests
 		a.w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
 		code, message = codeLimitExceeded, "request rate exceeded"
 	default:
-		a.statusCode = http.StatusTooManyRequests
+		a.answerStatus = http.StatusTooManyRequests
 		code, message = codeLimitExceeded, fmt.Sprintf("request rate exceeded: %d calls at once are more than the limit allows (%d)", calls, limit.Burst)
 	}
 	out := a.out()

@@ -24,19 +24,19 @@ const chunkSize = 64 << 10
 // memory it holds is bounded, and a client that stops reading stops the
 // work, since nothing more is rendered once a write has failed.
 type answerWriter struct {
-	h          *Handler
-	w          http.ResponseWriter
-	r          *http.Request
-	buf        *[]byte // answers not yet written; nil until the first
-	status     int     // the HTTP status sent, once sent
-	statusCode int     // the status to send an answer with, when not 200
-	written    int64   // body bytes written
-	err        error   // the first failed write: the client is gone
-	streaming  bool
-	zip        *gzip.Writer // when streaming compressed
-	zipped     bytes.Buffer // the compressed bytes of one chunk
-	slot       bool         // holds one of the handler's batch slots
-	shared     sharedResult // a cached result the single answer refers to
+	h            *Handler
+	w            http.ResponseWriter
+	r            *http.Request
+	buf          *[]byte // answers not yet written; nil until the first
+	status       int     // the HTTP status sent, once sent
+	answerStatus int     // the status to send the answer with when not 200: a refusal
+	written      int64   // body bytes written
+	err          error   // the first failed write: the client is gone
+	streaming    bool
+	zip          *gzip.Writer // when streaming compressed
+	zipped       bytes.Buffer // the compressed bytes of one chunk
+	slot         bool         // holds one of the handler's batch slots
+	shared       sharedResult // a cached result the single answer refers to
 }
 
 // answerWriters are pooled: one serves every request, and its gzip stream
@@ -204,13 +204,13 @@ func (a *answerWriter) writeWhole(out []byte) {
 			*zipped = gzipBytes((*zipped)[:0], a.parts(out)...)
 			header["Content-Encoding"] = gzipEncoding
 			header["Content-Length"] = []string{strconv.Itoa(len(*zipped))}
-			a.send(http.StatusOK, *zipped)
+			a.send(cmp.Or(a.answerStatus, http.StatusOK), *zipped)
 			return
 		}
 	}
 	header["Content-Length"] = []string{strconv.Itoa(len(out) + len(shared))}
 	if shared == nil {
-		a.send(cmp.Or(a.statusCode, http.StatusOK), out)
+		a.send(cmp.Or(a.answerStatus, http.StatusOK), out)
 		return
 	}
 	a.status = http.StatusOK
