@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
@@ -135,4 +136,49 @@ func ExampleKeySet() {
 	// bob: 200
 	// bob, revoked: 401
 	// mallory: 401
+}
+
+// Per-key rate limits: a key of its own limit, and past it a 429 with
+// Retry-After and the code hosted providers answer with.
+func ExampleWithLimiter() {
+	keys := blockrpc.NewKeySet()
+	keys.AddWithLimit("free-tier", blockrpc.Limit{Rate: 1, Burst: 2}) // 1 call a second, 2 at once
+	handler := blockrpc.NewHandler(blockrpc.NewService(exampleChain()),
+		blockrpc.WithKeys(keys),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 100, Burst: 100}),
+	)
+	for range 3 {
+		req := httptest.NewRequest("POST", "/v3/free-tier", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		fmt.Print(rec.Code, " ", rec.Body.String())
+	}
+	// Output:
+	// 200 {"jsonrpc":"2.0","id":1,"result":"0x1"}
+	// 200 {"jsonrpc":"2.0","id":1,"result":"0x1"}
+	// 429 {"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"request rate exceeded"}}
+}
+
+// An observer that counts answers by method and outcome, as a metrics
+// adapter does; it is never given a key.
+func ExampleObserver() {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	observer := &blockrpc.Observer{Call: func(_ context.Context, c blockrpc.CallInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts[fmt.Sprintf("%s %d", c.Method, c.Code)]++
+	}}
+	handler := blockrpc.NewHandler(blockrpc.NewService(exampleChain()),
+		blockrpc.WithKeys(blockrpc.AnyKey), blockrpc.WithObserver(observer))
+	req := httptest.NewRequest("POST", "/v3/k", strings.NewReader(`[
+		{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]},
+		{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x01",false]},
+		{"jsonrpc":"2.0","id":3,"method":"eth_sendRawTransaction","params":["0x00"]}]`))
+	req.Header.Set("Content-Type", "application/json")
+	handler.ServeHTTP(httptest.NewRecorder(), req)
+	fmt.Println(counts)
+	// Output:
+	// map[ -32601:1 eth_getBlockByNumber -32602:1 eth_getBlockByNumber 0:1]
 }
