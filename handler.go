@@ -72,8 +72,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	c := caller{key: key}
+	if info != nil || h.cfg.limiter != nil {
+		c.digest = keyDigest(key) // once, for the observer and the limiter
+	}
 	if info != nil {
-		info.KeyID = KeyID(key)
+		info.KeyID = c.digest[:8]
 	}
 	body := getBuffer()
 	defer putBuffer(body)
@@ -82,7 +86,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuseBody(a, err)
 		return
 	}
-	h.serveJSONRPC(r.Context(), *body, a, info, key)
+	h.serveJSONRPC(r.Context(), *body, a, info, c)
 	a.finish(info != nil)
 }
 
@@ -249,6 +253,12 @@ func (h *Handler) log(ctx context.Context, level slog.Level, msg string, args ..
 	if h.cfg.logger != nil {
 		h.cfg.logger.Log(ctx, level, msg, args...)
 	}
+}
+
+// caller is the API key of an admitted request, and its hex SHA-256 when
+// something needs it.
+type caller struct {
+	key, digest string
 }
 
 // KeyID returns a short, stable id of an API key for logs and usage

@@ -35,7 +35,7 @@ func (q *request) validID() bool {
 // serveJSONRPC answers a request body, single or batch. Like go-ethereum it
 // reads the first JSON value of the body and ignores what follows. Nothing
 // is answered when there is nothing to answer (notifications, responses).
-func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter, info *RequestInfo, key string) {
+func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter, info *RequestInfo, c caller) {
 	out := a.out()
 	start := skipSpace(body, 0)
 	if start == len(body) {
@@ -54,7 +54,7 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 			info.Calls = 1
 			info.Method = h.served(classifiedName(body))
 		}
-		if h.allow(ctx, a, key, body, 1) {
+		if h.allow(ctx, a, c, body, 1) {
 			if h.sharing {
 				ctx = context.WithValue(ctx, sharedResultKey{}, &a.shared)
 			}
@@ -71,7 +71,7 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
 	case len(elements) < count:
 		*out = h.refuseBatch(body, *out, codeInvalidRequest, "batch too large")
-	case h.allow(ctx, a, key, body, count):
+	case h.allow(ctx, a, c, body, count):
 		h.batch(ctx, body, elements, a)
 	}
 }

@@ -131,17 +131,17 @@ func keyDigest(key string) string {
 
 // allow asks the limiter whether the calls of a request may run, and
 // answers the request with its refusal when they may not.
-func (h *Handler) allow(ctx context.Context, a *answerWriter, key string, body []byte, calls int) bool {
+func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []byte, calls int) bool {
 	if h.cfg.limiter == nil {
 		return true
 	}
 	limit := h.cfg.defaultLimit
 	if kl, ok := h.cfg.keys.(KeyLimits); ok {
-		if own, ok := kl.KeyLimit(ctx, key); ok {
+		if own, ok := kl.KeyLimit(ctx, c.key); ok {
 			limit = own
 		}
 	}
-	ok, retryAfter, err := h.cfg.limiter.Allow(ctx, keyDigest(key), limit, calls)
+	ok, retryAfter, err := h.cfg.limiter.Allow(ctx, c.digest, limit, calls)
 	var code int
 	var message string
 	switch {
