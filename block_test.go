@@ -270,12 +270,7 @@ func TestGetBlockByHash(t *testing.T) {
 	})
 	t.Run("block off the canonical chain", func(t *testing.T) {
 		old := c.blocks[3]
-		fork := &backend.Block{Header: testHeader(3)}
-		fork.ParentHash = c.blocks[2].Hash
-		fork.ExtraData = []byte("a competing block 3")
-		if err := c.store.AddBlock(fork); err != nil {
-			t.Fatal(err)
-		}
+		c.compete(t, 3, "a competing block 3")
 		latest := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["latest",false]`)))
 		if latest["hash"] == old.Hash.String() {
 			t.Fatalf("the fork did not become canonical")

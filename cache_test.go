@@ -83,12 +83,7 @@ func TestAnswerCacheFollowsReorgs(t *testing.T) {
 	srv := newServer(t, c.store)
 	before := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["0x3",false]`)))
 
-	replacement := &backend.Block{Header: testHeader(3)}
-	replacement.ParentHash = c.blocks[2].Hash
-	replacement.ExtraData = []byte("the other branch")
-	if err := c.store.AddBlock(replacement); err != nil {
-		t.Fatal(err)
-	}
+	c.compete(t, 3, "the other branch")
 	after := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", `["0x3",false]`)))
 	if after["hash"] == before["hash"] {
 		t.Fatalf("block 3 is still %v after the reorganisation", before["hash"])

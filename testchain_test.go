@@ -132,6 +132,19 @@ func (c *testChain) add(t testing.TB, b *backend.Block, uncles ...*backend.Uncle
 	c.blocks = append(c.blocks, stored)
 }
 
+// compete adds a block that competes with block number of the chain (the
+// same parent, other extra data) and so reorganises the store onto it;
+// c.blocks still holds the chain as it was.
+func (c *testChain) compete(t testing.TB, number uint64, extra string) {
+	t.Helper()
+	fork := &backend.Block{Header: testHeader(number)}
+	fork.ParentHash = c.blocks[number-1].Hash
+	fork.ExtraData = []byte(extra)
+	if err := c.store.AddBlock(fork); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ---- Backends that misbehave ------------------------------------------------
 
 // secretPath is a server-side detail that a backend error names and that
