@@ -290,3 +290,24 @@ func (b *Block) checkPosition(pos *positionJSON, index uint64, hashGiven bool, o
 	}
 	return nil
 }
+
+// SignedChainID returns the chain id that b's transactions are signed for,
+// or nil when none says (no transactions, or only legacy ones without
+// replay protection). They must all agree, and it must fit in 64 bits.
+// Legacy transactions say it through ChainID, which Seal fills in from v.
+func (b *Block) SignedChainID() (*uint256.Int, error) {
+	var id *uint256.Int
+	for i, tx := range b.Transactions {
+		switch {
+		case tx.ChainID == nil:
+		case id == nil:
+			id = tx.ChainID
+		case !id.Eq(tx.ChainID):
+			return nil, fmt.Errorf("transaction %d: %w", i, &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: hexutil.EncodeU256(id) + " (of an earlier transaction)"})
+		}
+	}
+	if id != nil && !id.IsUint64() {
+		return nil, fmt.Errorf("chainId %s does not fit in 64 bits", hexutil.EncodeU256(id))
+	}
+	return id, nil
+}

@@ -73,6 +73,27 @@ func Sender(tx *Transaction) (Address, error) {
 	return recoverAddress(signingHash(tx, chainID), recovery, &tx.R, &tx.S)
 }
 
+// VerifySenders recovers the sender of each of b's transactions from its
+// signature and checks it against the from given, which is filled in
+// where it is absent (zero). A sender that differs is a *MismatchError.
+// Recovery is the costly part of checking a block: Seal leaves it here.
+func VerifySenders(b *Block) error {
+	for i, tx := range b.Transactions {
+		from, err := Sender(tx)
+		if err != nil {
+			return fmt.Errorf("transaction %d: %w", i, err)
+		}
+		switch tx.From {
+		case from:
+		case Address{}:
+			tx.From = from
+		default:
+			return fmt.Errorf("transaction %d: %w", i, &MismatchError{Field: "from", Given: tx.From.String(), Computed: from.String()})
+		}
+	}
+	return nil
+}
+
 // signatureParams returns the chain id a transaction is signed for and the
 // recovery id (0 or 1) of its signature.
 func signatureParams(tx *Transaction) (chainID *uint256.Int, recovery byte, err error) {

@@ -241,3 +241,45 @@ func TestPublicKeyAddress(t *testing.T) {
 		t.Errorf("address of private key 1 = %s, want %s", got, want)
 	}
 }
+
+// TestVerifySenders checks a real block's senders, then the same block with
+// one sender changed, which must be refused, and one cleared, which must be
+// filled in.
+func TestVerifySenders(t *testing.T) {
+	var block *backend.Block
+	for _, path := range glob(t, filepath.Join(fixtures.Path(t, "mainnet"), "*", "*.json")) {
+		for _, c := range readMainnetCases(t, path) {
+			var b backend.Block
+			if isNull(c.Response.Result) || json.Unmarshal(c.Response.Result, &b) != nil || len(b.Transactions) < 3 {
+				continue
+			}
+			block = &b
+			break
+		}
+		if block != nil {
+			break
+		}
+	}
+	if block == nil {
+		t.Fatal("no mainnet fixture block with transaction objects")
+	}
+	if err := backend.VerifySenders(block.Copy()); err != nil {
+		t.Fatalf("block %d as served: %v", block.Number, err)
+	}
+
+	tampered := block.Copy()
+	tampered.Transactions[2].From[19] ^= 1
+	var mismatch *backend.MismatchError
+	if err := backend.VerifySenders(tampered); !errors.As(err, &mismatch) || mismatch.Field != "from" {
+		t.Errorf("a changed sender: err = %v, want a mismatch of from", err)
+	}
+
+	cleared := block.Copy()
+	cleared.Transactions[1].From = backend.Address{}
+	if err := backend.VerifySenders(cleared); err != nil {
+		t.Fatalf("a cleared sender: %v", err)
+	}
+	if got, want := cleared.Transactions[1].From, block.Transactions[1].From; got != want {
+		t.Errorf("a cleared sender is filled in as %s, want %s", got, want)
+	}
+}

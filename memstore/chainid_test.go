@@ -40,7 +40,7 @@ func TestChainIDFromTransactions(t *testing.T) {
 	other := childOf(b2, "other chain")
 	other.Transactions = []*backend.Transaction{legacyTx(2, 2*1+35)}
 	err := s.AddBlock(other)
-	var mismatch *memstore.MismatchError
+	var mismatch *backend.MismatchError
 	if !errors.As(err, &mismatch) || mismatch.Field != "chainId" {
 		t.Fatalf("AddBlock of a transaction for chain 1 = %v, want a chainId mismatch", err)
 	}
@@ -95,7 +95,7 @@ func TestSetChainID(t *testing.T) {
 	g := add(t, s, genesis())
 	b := childOf(g, "chain 7")
 	b.Transactions = []*backend.Transaction{legacyTx(0, 2*7+35)}
-	var mismatch *memstore.MismatchError
+	var mismatch *backend.MismatchError
 	if err := s.AddBlock(b); !errors.As(err, &mismatch) || mismatch.Field != "chainId" {
 		t.Errorf("AddBlock of a transaction for chain 7 on chain 5 = %v, want a chainId mismatch", err)
 	}

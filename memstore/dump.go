@@ -200,7 +200,7 @@ func wrongBlockHash(line []byte, err error) error {
 		return err
 	}
 	if computed := backend.HeaderHash(&b.Header); computed != b.Hash {
-		return blockError(&b, &MismatchError{Field: "hash", Given: b.Hash.String(), Computed: computed.String()})
+		return blockError(&b, &backend.MismatchError{Field: "hash", Given: b.Hash.String(), Computed: computed.String()})
 	}
 	return err
 }

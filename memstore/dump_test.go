@@ -151,11 +151,11 @@ func TestLoadRejectsBadLine(t *testing.T) {
 		})
 	}
 
-	t.Run("size altered: a MismatchError", func(t *testing.T) {
+	t.Run("size altered: a backend.MismatchError", func(t *testing.T) {
 		_, err := memstore.Load(strings.NewReader(dumpLine(g) + "\n" + dumpLine(badSize) + "\n"))
-		var mm *memstore.MismatchError
+		var mm *backend.MismatchError
 		if !errors.As(err, &mm) || mm.Field != "size" {
-			t.Errorf("Load = %v, want it to wrap a *MismatchError for size", err)
+			t.Errorf("Load = %v, want it to wrap a *backend.MismatchError for size", err)
 		}
 	})
 }

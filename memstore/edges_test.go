@@ -34,7 +34,7 @@ func TestReaddWithTotalDifficulty(t *testing.T) {
 	g := add(t, s, genesis())
 	wrong := g.Copy()
 	wrong.TotalDifficulty = uint256.NewInt(1)
-	var mismatch *memstore.MismatchError
+	var mismatch *backend.MismatchError
 	if err := s.AddBlock(wrong); !errors.As(err, &mismatch) || mismatch.Field != "totalDifficulty" {
 		t.Errorf("re-adding the genesis with totalDifficulty 1 = %v, want a totalDifficulty mismatch", err)
 	}

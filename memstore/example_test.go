@@ -35,7 +35,7 @@ func ExampleStore_AddBlock() {
 	// A given value that the contents contradict is refused, and nothing
 	// is stored.
 	wrong := &backend.Block{Header: backend.Header{Number: 2, ParentHash: head.Hash}, Size: 999}
-	var mismatch *memstore.MismatchError
+	var mismatch *backend.MismatchError
 	if err := store.AddBlock(wrong); errors.As(err, &mismatch) {
 		fmt.Println("refused:", mismatch.Field, "given", mismatch.Given, "computed", mismatch.Computed)
 	}
@@ -66,7 +66,7 @@ func ExampleLoad() {
 	bad := bytes.Replace(dump.Bytes(), []byte(`"gasLimit":"0x1c9c380"`), []byte(`"gasLimit":"0x1c9c381"`), 1)
 	_, err = memstore.Load(bytes.NewReader(bad))
 	var line *memstore.LineError
-	var mismatch *memstore.MismatchError
+	var mismatch *backend.MismatchError
 	if errors.As(err, &line) && errors.As(err, &mismatch) {
 		fmt.Println("line", line.Line, "refused:", mismatch.Field)
 	}

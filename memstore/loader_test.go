@@ -155,7 +155,7 @@ func TestLoadNamesAWrongBlockHash(t *testing.T) {
 
 	_, err := memstore.Load(strings.NewReader(dumpLine(g) + "\n" + bad + "\n"))
 	var le *memstore.LineError
-	var mm *memstore.MismatchError
+	var mm *backend.MismatchError
 	switch {
 	case !errors.As(err, &le) || le.Line != 2:
 		t.Errorf("Load = %v, want an error for line 2", err)

@@ -169,9 +169,9 @@ func TestEffectiveGasPrice(t *testing.T) {
 
 			err := s.AddBlock(b)
 			if tt.wantMismatchOnGiven {
-				var mm *memstore.MismatchError
+				var mm *backend.MismatchError
 				if !errors.As(err, &mm) || mm.Field != "gasPrice" {
-					t.Fatalf("AddBlock = %v, want a *MismatchError for gasPrice", err)
+					t.Fatalf("AddBlock = %v, want a *backend.MismatchError for gasPrice", err)
 				}
 				wantNotStored(t, s, 1, b, backend.HeaderHash(&b.Header))
 				return
@@ -196,7 +196,7 @@ func TestLegacyChainID(t *testing.T) {
 		v            uint64
 		given        *uint256.Int
 		want         string // the chain id stored, "<nil>" for none
-		wantMismatch bool   // a *MismatchError for chainId
+		wantMismatch bool   // a *backend.MismatchError for chainId
 		wantErr      bool   // some other error
 	}{
 		{v: 27, want: "<nil>"},
@@ -221,11 +221,11 @@ func TestLegacyChainID(t *testing.T) {
 		what := "v=" + uint256.NewInt(tt.v).Dec() + ", chainId " + tdString(tt.given)
 
 		err := s.AddBlock(b)
-		var mm *memstore.MismatchError
+		var mm *backend.MismatchError
 		switch {
 		case tt.wantMismatch:
 			if !errors.As(err, &mm) || mm.Field != "chainId" {
-				t.Errorf("%s: AddBlock = %v, want a *MismatchError for chainId", what, err)
+				t.Errorf("%s: AddBlock = %v, want a *backend.MismatchError for chainId", what, err)
 			}
 			wantNotStored(t, s, 1, b, backend.HeaderHash(&b.Header))
 		case tt.wantErr:
@@ -257,7 +257,7 @@ type sample struct {
 type rejectCase struct {
 	name   string
 	tamper func(s *sample)
-	// What the error must be: a *MismatchError, or a *backend.FieldError
+	// What the error must be: a *backend.MismatchError, or a *backend.FieldError
 	// for a missing field, with this Field, and contain this text.
 	mismatch, missing, text string
 }
@@ -284,9 +284,9 @@ func wantRejected(t *testing.T, parent *backend.Block, base sample, tests []reje
 			if err == nil {
 				t.Fatal("AddBlock succeeded, want an error")
 			}
-			var mm *memstore.MismatchError
+			var mm *backend.MismatchError
 			if tt.mismatch != "" && (!errors.As(err, &mm) || mm.Field != tt.mismatch) {
-				t.Errorf("AddBlock = %v, want a *MismatchError for %s", err, tt.mismatch)
+				t.Errorf("AddBlock = %v, want a *backend.MismatchError for %s", err, tt.mismatch)
 			}
 			if tt.missing != "" && !isMissing(err, tt.missing) {
 				t.Errorf("AddBlock = %v, want a missing-field error for %s", err, tt.missing)
@@ -496,9 +496,9 @@ func TestAddBlockRejectsTamperedFixture(t *testing.T) {
 			tt.tamper(b)
 			s := memstore.New()
 			err := s.AddBlock(b)
-			var mm *memstore.MismatchError
+			var mm *backend.MismatchError
 			if !errors.As(err, &mm) || mm.Field != tt.field {
-				t.Fatalf("AddBlock = %v, want a *MismatchError for %s", err, tt.field)
+				t.Fatalf("AddBlock = %v, want a *backend.MismatchError for %s", err, tt.field)
 			}
 			wantNotStored(t, s, 0, b, original.Hash)
 		})
@@ -526,12 +526,12 @@ func TestAddBlockHashOnlyFixtures(t *testing.T) {
 				tt.tamper(b)
 				s := memstore.New()
 				err := s.AddBlock(b)
-				var mm *memstore.MismatchError
+				var mm *backend.MismatchError
 				switch {
 				case tt.missing != "" && !isMissing(err, tt.missing):
 					t.Errorf("%s: AddBlock = %v, want a missing-field error for %s", tt.name, err, tt.missing)
 				case tt.mismatch != "" && (!errors.As(err, &mm) || mm.Field != tt.mismatch):
-					t.Errorf("%s: AddBlock = %v, want a *MismatchError for %s", tt.name, err, tt.mismatch)
+					t.Errorf("%s: AddBlock = %v, want a *backend.MismatchError for %s", tt.name, err, tt.mismatch)
 				}
 				wantNotStored(t, s, 0, b, original.Hash)
 			}

@@ -21,6 +21,12 @@ import (
 	"github.com/holiman/uint256"
 )
 
+// A Store is read as a backend.Backend and written as a backend.Writer.
+var (
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Writer  = (*Store)(nil)
+)
+
 // Store is an in-memory chain. The zero value is not usable; call New.
 type Store struct {
 	mu     sync.RWMutex
@@ -89,7 +95,7 @@ func (s *Store) SetChainID(id uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.chainIDBound && s.chainID != id {
-		return &MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the stored transactions)"}
+		return &backend.MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the stored transactions)"}
 	}
 	s.chainID, s.chainIDKnown = id, true
 	return nil
@@ -179,7 +185,7 @@ func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash,
 // agree with it. Each transaction must give its sender and pass
 // backend.Transaction.Validate. A field that is missing or invalid is
 // reported as a *backend.FieldError, and a derived value given wrong as a
-// *MismatchError. On any error nothing is stored.
+// *backend.MismatchError. On any error nothing is stored.
 //
 // The block becomes canonical at its number. If another block was canonical
 // there, the chain reorganises: the blocks above stay canonical only as
@@ -206,10 +212,10 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	for i, u := range uncles {
 		us[i] = u.Copy()
 	}
-	if err := seal(b, us); err != nil {
+	if err := backend.Seal(b, us); err != nil {
 		return blockError(b, err)
 	}
-	chainID, err := signedFor(b)
+	chainID, err := b.SignedChainID()
 	if err != nil {
 		return blockError(b, err)
 	}
@@ -245,29 +251,10 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	return nil
 }
 
-// signedFor returns the chain id the block's transactions are signed for,
-// or nil when none says. The block's transactions must all agree.
-func signedFor(b *backend.Block) (*uint256.Int, error) {
-	var id *uint256.Int
-	for i, tx := range b.Transactions {
-		switch {
-		case tx.ChainID == nil:
-		case id == nil:
-			id = tx.ChainID
-		case !id.Eq(tx.ChainID):
-			return nil, fmt.Errorf("transaction %d: %w", i, &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: hexutil.EncodeU256(id) + " (of an earlier transaction)"})
-		}
-	}
-	if id != nil && !id.IsUint64() {
-		return nil, fmt.Errorf("chainId %s does not fit in 64 bits", hexutil.EncodeU256(id))
-	}
-	return id, nil
-}
-
 // agreeChainID checks a block's chain id against the store's.
 func (s *Store) agreeChainID(id *uint256.Int) error {
 	if id != nil && s.chainIDKnown && id.Uint64() != s.chainID {
-		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the store)"}
+		return &backend.MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(s.chainID) + " (of the store)"}
 	}
 	return nil
 }
@@ -296,11 +283,11 @@ func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) (ma
 	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
 		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
 	}
-	if err := settle("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
 		return nil, err
 	}
 	for i, u := range uncles {
-		if err := settle(fmt.Sprintf("uncle %d: totalDifficulty", i), &u.TotalDifficulty, s.tdOf(u.ParentHash), &u.Difficulty); err != nil {
+		if err := backend.SettleTotalDifficulty(fmt.Sprintf("uncle %d: totalDifficulty", i), &u.TotalDifficulty, s.tdOf(u.ParentHash), &u.Difficulty); err != nil {
 			return nil, err
 		}
 	}
@@ -319,7 +306,10 @@ func (s *Store) readd(e *entry, given *uint256.Int) error {
 	case given == nil:
 		return nil
 	case stored != nil:
-		return fillU256("totalDifficulty", &given, stored)
+		if !given.Eq(stored) {
+			return &backend.MismatchError{Field: "totalDifficulty", Given: hexutil.EncodeU256(given), Computed: hexutil.EncodeU256(stored) + " (stored)"}
+		}
+		return nil
 	}
 	updates, err := s.descendantTDs(e.block.Hash, given)
 	if err != nil {
@@ -371,16 +361,6 @@ func (s *Store) tdOf(hash backend.Hash) *uint256.Int {
 		return e.block.TotalDifficulty
 	}
 	return nil
-}
-
-// settle sets *td to parentTD+difficulty when it is nil and the parent's is
-// known, and checks it against that sum when both are.
-func settle(field string, td **uint256.Int, parentTD, difficulty *uint256.Int) error {
-	if parentTD == nil {
-		return nil
-	}
-	computed := new(uint256.Int).Add(parentTD, difficulty)
-	return fillU256(field, td, computed)
 }
 
 // applyTotalDifficulties stores the values totalDifficulties worked out.
@@ -473,11 +453,11 @@ func (s *Store) SetPending(block *backend.Block) error {
 	}
 	b := block.Copy()
 	b.Pending = false
-	if err := seal(b, nil); err != nil {
+	if err := backend.Seal(b, nil); err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
 	b.Pending = true
-	chainID, err := signedFor(b)
+	chainID, err := b.SignedChainID()
 	if err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
@@ -486,7 +466,7 @@ func (s *Store) SetPending(block *backend.Block) error {
 	if err := s.agreeChainID(chainID); err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
-	if err := settle("totalDifficulty", &b.TotalDifficulty, s.tdOf(b.ParentHash), &b.Difficulty); err != nil {
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, s.tdOf(b.ParentHash), &b.Difficulty); err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
 	s.pending = b

@@ -263,9 +263,9 @@ func TestTotalDifficultyMismatchStoresNothing(t *testing.T) {
 			b := tt.setup(t, s)
 			before := s.Len()
 			err := s.AddBlock(b)
-			var mm *memstore.MismatchError
+			var mm *backend.MismatchError
 			if !errors.As(err, &mm) || mm.Field != "totalDifficulty" {
-				t.Fatalf("AddBlock = %v, want a *MismatchError for totalDifficulty", err)
+				t.Fatalf("AddBlock = %v, want a *backend.MismatchError for totalDifficulty", err)
 			}
 			wantNotStored(t, s, before, b, backend.HeaderHash(&b.Header))
 		})
@@ -572,9 +572,9 @@ func TestPending(t *testing.T) {
 
 	bad := childOf(g, "bad size")
 	bad.Size = 1
-	var mm *memstore.MismatchError
+	var mm *backend.MismatchError
 	if err := s.SetPending(bad); !errors.As(err, &mm) || mm.Field != "size" {
-		t.Errorf("SetPending(block with a wrong size) = %v, want a *MismatchError for size", err)
+		t.Errorf("SetPending(block with a wrong size) = %v, want a *backend.MismatchError for size", err)
 	}
 
 	marked := childOf(g, "marked pending")

@@ -1,10 +1,9 @@
-package memstore
+package backend
 
 import (
 	"fmt"
 	"math"
 
-	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 )
@@ -24,24 +23,32 @@ func (e *MismatchError) Error() string {
 // missing returns the error for a field that is needed and can be neither
 // given implicitly nor computed, saying why it is needed.
 func missing(field, why string) error {
-	return &backend.FieldError{Field: field, Err: fmt.Errorf("%w: %s", backend.ErrMissingField, why)}
+	return &FieldError{Field: field, Err: fmt.Errorf("%w: %s", ErrMissingField, why)}
 }
 
 // invalid returns the error for a field whose value the store cannot take.
 func invalid(field string, err error) error {
-	return &backend.FieldError{Field: field, Err: err}
+	return &FieldError{Field: field, Err: err}
 }
 
-// seal fills in the derived values of b and its uncles that are absent
-// (zero) and checks those that are given. It writes to b and uncles, which
-// are the store's own copies.
-func seal(b *backend.Block, uncles []*backend.Uncle) error {
+// Seal fills in the values that the contents of b and its uncles determine
+// where they are absent (zero), and checks those that are given: the
+// hashes of the block, its transactions and uncles, the transactions,
+// uncles and withdrawals roots, the sizes and each dynamic-fee
+// transaction's gasPrice. Every transaction is checked with Validate. It
+// writes to b and uncles, so a caller that must keep what it was given
+// seals copies. A value given wrong is a *MismatchError, a missing or
+// invalid one a *FieldError.
+//
+// The sender of a transaction is not recovered here, which is costly: it
+// must be given (from). VerifySenders checks it against the signature.
+func Seal(b *Block, uncles []*Uncle) error {
 	if b.Number > math.MaxInt64 {
 		// The wire reads block numbers as int64: such a block could never
 		// be asked for by number.
 		return invalid("number", fmt.Errorf("%d is above the int64 range of block numbers", b.Number))
 	}
-	uncleHeaders := make([]*backend.Header, len(uncles))
+	uncleHeaders := make([]*Header, len(uncles))
 	for i, u := range uncles {
 		if err := sealUncle(u); err != nil {
 			return fmt.Errorf("uncle %d: %w", i, err)
@@ -51,7 +58,7 @@ func seal(b *backend.Block, uncles []*backend.Uncle) error {
 	if err := matchUncles(b, uncles); err != nil {
 		return err
 	}
-	if err := fillHash("sha3Uncles", &b.Sha3Uncles, backend.UnclesHash(uncleHeaders)); err != nil {
+	if err := fillHash("sha3Uncles", &b.Sha3Uncles, UnclesHash(uncleHeaders)); err != nil {
 		return err
 	}
 	if err := sealTransactions(b); err != nil {
@@ -60,7 +67,7 @@ func seal(b *backend.Block, uncles []*backend.Uncle) error {
 	if err := sealWithdrawals(b); err != nil {
 		return err
 	}
-	if err := fillHash("hash", &b.Hash, backend.HeaderHash(&b.Header)); err != nil {
+	if err := fillHash("hash", &b.Hash, HeaderHash(&b.Header)); err != nil {
 		return err
 	}
 	if !b.HasTransactionBodies() {
@@ -71,21 +78,21 @@ func seal(b *backend.Block, uncles []*backend.Uncle) error {
 		}
 		return nil
 	}
-	return fillUint64("size", &b.Size, backend.BlockSize(&b.Header, b.Transactions, uncleHeaders, b.Withdrawals))
+	return fillUint64("size", &b.Size, BlockSize(&b.Header, b.Transactions, uncleHeaders, b.Withdrawals))
 }
 
-func sealUncle(u *backend.Uncle) error {
-	if err := fillHash("hash", &u.Hash, backend.HeaderHash(&u.Header)); err != nil {
+func sealUncle(u *Uncle) error {
+	if err := fillHash("hash", &u.Hash, HeaderHash(&u.Header)); err != nil {
 		return err
 	}
-	return fillUint64("size", &u.Size, backend.UncleSize(&u.Header))
+	return fillUint64("size", &u.Size, UncleSize(&u.Header))
 }
 
 // matchUncles checks the block's list of uncle hashes against the uncle
 // headers given with it, or fills it in from them.
-func matchUncles(b *backend.Block, uncles []*backend.Uncle) error {
+func matchUncles(b *Block, uncles []*Uncle) error {
 	if len(b.Uncles) == 0 {
-		b.Uncles = make([]backend.Hash, len(uncles))
+		b.Uncles = make([]Hash, len(uncles))
 		for i, u := range uncles {
 			b.Uncles[i] = u.Hash
 		}
@@ -105,9 +112,9 @@ func matchUncles(b *backend.Block, uncles []*backend.Uncle) error {
 	return nil
 }
 
-func sealTransactions(b *backend.Block) error {
+func sealTransactions(b *Block) error {
 	if !b.HasTransactionBodies() {
-		if b.TransactionsRoot == (backend.Hash{}) {
+		if b.TransactionsRoot == (Hash{}) {
 			return missing("transactionsRoot", "a block without transaction bodies must give it")
 		}
 		return nil
@@ -130,25 +137,25 @@ func sealTransactions(b *backend.Block) error {
 		}
 		b.TransactionHashes = nil
 	}
-	return fillHash("transactionsRoot", &b.TransactionsRoot, backend.TransactionsRoot(b.Transactions))
+	return fillHash("transactionsRoot", &b.TransactionsRoot, TransactionsRoot(b.Transactions))
 }
 
 // sealTransaction checks a transaction as backend validates any, and fills
 // in or checks what its contents determine. The sender is the exception: it
 // is not recovered from the signature here, so it must be given.
-func sealTransaction(tx *backend.Transaction, baseFee *uint256.Int) error {
-	if tx.From == (backend.Address{}) {
+func sealTransaction(tx *Transaction, baseFee *uint256.Int) error {
+	if tx.From == (Address{}) {
 		return missing("from", "the sender is not recovered here and must be given")
 	}
 	if err := tx.Validate(); err != nil {
 		return err
 	}
-	if tx.Type == backend.LegacyTxType {
+	if tx.Type == LegacyTxType {
 		if err := fillLegacyChainID(tx); err != nil {
 			return err
 		}
 	}
-	if tx.Type >= backend.DynamicFeeTxType {
+	if tx.Type >= DynamicFeeTxType {
 		if baseFee == nil {
 			return invalid("type", fmt.Errorf("a type %d transaction needs a block with baseFeePerGas", tx.Type))
 		}
@@ -157,13 +164,13 @@ func sealTransaction(tx *backend.Transaction, baseFee *uint256.Int) error {
 			return err
 		}
 	}
-	return fillHash("hash", &tx.Hash, backend.TransactionHash(tx))
+	return fillHash("hash", &tx.Hash, TransactionHash(tx))
 }
 
 // fillLegacyChainID derives the chain id of a legacy transaction from its v
 // (EIP-155: v = chainId*2 + 35 or 36); one without replay protection (v of
 // 27 or 28) has none.
-func fillLegacyChainID(tx *backend.Transaction) error {
+func fillLegacyChainID(tx *Transaction) error {
 	var derived *uint256.Int
 	switch {
 	case tx.V.Eq(uint256.NewInt(27)) || tx.V.Eq(uint256.NewInt(28)):
@@ -184,14 +191,14 @@ func fillLegacyChainID(tx *backend.Transaction) error {
 	return nil
 }
 
-func sealWithdrawals(b *backend.Block) error {
+func sealWithdrawals(b *Block) error {
 	if b.WithdrawalsRoot == nil && b.Withdrawals == nil {
 		return nil // before Shanghai
 	}
 	if b.Withdrawals == nil {
-		b.Withdrawals = []backend.Withdrawal{}
+		b.Withdrawals = []Withdrawal{}
 	}
-	root := backend.WithdrawalsRoot(b.Withdrawals)
+	root := WithdrawalsRoot(b.Withdrawals)
 	if b.WithdrawalsRoot == nil {
 		b.WithdrawalsRoot = &root
 		return nil
@@ -199,8 +206,8 @@ func sealWithdrawals(b *backend.Block) error {
 	return fillHash("withdrawalsRoot", b.WithdrawalsRoot, root)
 }
 
-func fillHash(field string, given *backend.Hash, computed backend.Hash) error {
-	if *given == (backend.Hash{}) {
+func fillHash(field string, given *Hash, computed Hash) error {
+	if *given == (Hash{}) {
 		*given = computed
 		return nil
 	}
@@ -230,4 +237,16 @@ func fillU256(field string, given **uint256.Int, computed *uint256.Int) error {
 		return &MismatchError{Field: field, Given: hexutil.EncodeU256(*given), Computed: hexutil.EncodeU256(computed)}
 	}
 	return nil
+}
+
+// SettleTotalDifficulty sets *td to parentTD+difficulty when it is nil, and
+// checks it against that sum when it is given: a block's total difficulty
+// is its parent's plus its own difficulty. Without the parent's (nil) there
+// is nothing to settle. The field names the value in the error.
+func SettleTotalDifficulty(field string, td **uint256.Int, parentTD, difficulty *uint256.Int) error {
+	if parentTD == nil {
+		return nil
+	}
+	computed := new(uint256.Int).Add(parentTD, difficulty)
+	return fillU256(field, td, computed)
 }
