@@ -1,0 +1,427 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
+)
+
+// Config configures a Backend. Only Endpoints is required.
+type Config struct {
+	// Endpoints are the JSON-RPC HTTP(S) URLs to read from, in order of
+	// preference: the first usable one is asked, the next on failure.
+	Endpoints []string
+	// HTTPClient makes the requests; nil uses a client of its own.
+	HTTPClient *http.Client
+	// PollInterval is how often the head tracker asks each endpoint for its
+	// latest, safe and finalized blocks; 0 means 2 s, which suits a chain
+	// of 12 s blocks. A tag is never served older than one poll.
+	PollInterval time.Duration
+	// Timeout bounds each request to an endpoint, within the deadline of
+	// the request being answered; 0 means 5 s. A request that times out
+	// fails over to the next endpoint.
+	Timeout time.Duration
+	// MaxLag is how many blocks an endpoint may be behind the best one
+	// before it is skipped; 0 means 3.
+	MaxLag uint64
+	// ReorgDepth is how far below the head the tracker follows the chain
+	// by number on a chain without a finalized block; 0 means 128. Below
+	// it, a block by number is asked of the endpoint each time.
+	ReorgDepth uint64
+	// CacheBytes bounds the memory of the verified blocks kept by hash;
+	// 0 means 64 MiB, negative turns the cache off.
+	CacheBytes int64
+	// Logger receives what went wrong with an endpoint, with its name
+	// (scheme and host) and the check that failed; nil uses slog.Default.
+	Logger *slog.Logger
+}
+
+// Backend is a backend.Backend that reads from JSON-RPC endpoints (nodes
+// or providers), verifies every block before serving or caching it, and
+// fails over between them. Open one with Open and Close it when done.
+type Backend struct {
+	cfg     Config
+	eps     []*endpoint
+	chainID uint64
+	// idChecked is set for each endpoint once its chain id is known to be
+	// the Backend's.
+	idChecked []atomic.Bool
+
+	view   atomic.Pointer[view]
+	cache  *blockCache
+	flight flightGroup
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// errWrongChain marks an endpoint serving another chain than the first.
+var errWrongChain = errors.New("endpoint serves another chain")
+
+// Open checks the configuration, learns the chain id and the head from the
+// endpoints, and starts the head tracker. It fails when no endpoint
+// answers within ctx, or the endpoints disagree on the chain.
+func Open(ctx context.Context, cfg Config) (*Backend, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("upstream: no endpoint given")
+	}
+	cfg = withDefaults(cfg)
+	b := &Backend{cfg: cfg, idChecked: make([]atomic.Bool, len(cfg.Endpoints)), done: make(chan struct{})}
+	if cfg.CacheBytes > 0 {
+		b.cache = newBlockCache(cfg.CacheBytes)
+	}
+	for _, raw := range cfg.Endpoints {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("upstream: endpoint %q is not an http or https URL", redact(raw))
+		}
+		b.eps = append(b.eps, &endpoint{client: newClient(raw, cfg.HTTPClient)})
+	}
+	if err := b.learnChainID(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.poll(ctx); err != nil {
+		return nil, err
+	}
+	loop, stop := context.WithCancel(context.Background())
+	b.stop = stop
+	go b.track(loop)
+	return b, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}}
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 2 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.MaxLag == 0 {
+		cfg.MaxLag = 3
+	}
+	if cfg.ReorgDepth == 0 {
+		cfg.ReorgDepth = 128
+	}
+	if cfg.CacheBytes == 0 {
+		cfg.CacheBytes = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// learnChainID asks every endpoint for its chain id at once. The first
+// endpoint that answers, in the order of preference, sets the chain;
+// one that answers another is never used.
+func (b *Backend) learnChainID(ctx context.Context) error {
+	ids := make([]*uint64, len(b.eps))
+	errs := make([]error, len(b.eps))
+	var wg sync.WaitGroup
+	for i, ep := range b.eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+			defer cancel()
+			c := &call{method: "eth_chainId"}
+			err := ep.do(ctx, c)
+			if err == nil {
+				err = c.err
+			}
+			var id hexutil.Uint64
+			if err == nil {
+				if err = id.UnmarshalJSON(c.result); err != nil {
+					err = fmt.Errorf("%w: eth_chainId: %v", errBadAnswer, err)
+				}
+			}
+			if errs[i] = err; err == nil {
+				v := uint64(id)
+				ids[i] = &v
+			}
+		}()
+	}
+	wg.Wait()
+	known := false
+	for i, ep := range b.eps {
+		switch {
+		case ids[i] == nil:
+			b.endpointFailed(ctx, ep, "eth_chainId", errs[i], time.Now())
+		case !known:
+			b.chainID, known = *ids[i], true
+			b.idChecked[i].Store(true)
+		case *ids[i] != b.chainID:
+			b.wrongChain(ep, *ids[i])
+		default:
+			b.idChecked[i].Store(true)
+		}
+	}
+	if !known {
+		return fmt.Errorf("upstream: no endpoint answered eth_chainId: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func (b *Backend) wrongChain(ep *endpoint, id uint64) {
+	ep.mu.Lock()
+	ep.wrongChain = true
+	ep.mu.Unlock()
+	b.cfg.Logger.Error("upstream: endpoint serves another chain; it will not be used", "endpoint", ep.name, "chainId", id, "want", b.chainID)
+}
+
+// track polls until Close.
+func (b *Backend) track(ctx context.Context) {
+	defer close(b.done)
+	t := time.NewTicker(b.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := b.poll(ctx); err != nil && ctx.Err() == nil {
+				b.cfg.Logger.Warn("upstream: head not updated", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the head tracker. The Backend answers from what it has
+// until then; it must not be used after.
+func (b *Backend) Close() error {
+	b.stop()
+	<-b.done
+	return nil
+}
+
+// Status reports on each endpoint, in the order of preference.
+func (b *Backend) Status() []EndpointStatus {
+	now := time.Now()
+	best := b.view.Load().best
+	out := make([]EndpointStatus, len(b.eps))
+	for i, ep := range b.eps {
+		healthy := ep.usable(now, best, b.cfg.MaxLag)
+		ep.mu.Lock()
+		s := EndpointStatus{Endpoint: ep.name, Healthy: healthy, Head: ep.head}
+		if ep.headKnown && ep.head < best {
+			s.Lag = best - ep.head
+		}
+		if ep.lastErr != nil && now.Before(ep.skipUntil) {
+			s.LastError = ep.lastErr.Error()
+		}
+		if ep.wrongChain {
+			s.LastError = errWrongChain.Error()
+		}
+		ep.mu.Unlock()
+		out[i] = s
+	}
+	return out
+}
+
+// endpointFailed logs a failure and makes the endpoint wait its turn.
+func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
+	ep.failed(err, now)
+	level := slog.LevelWarn
+	var ve *VerifyError
+	if errors.As(err, &ve) {
+		level = slog.LevelError // a node that serves what does not verify
+	}
+	b.cfg.Logger.LogAttrs(ctx, level, "upstream: endpoint failed", slog.String("endpoint", ep.name), slog.String("request", what), slog.String("err", err.Error()))
+}
+
+// ChainID implements backend.Backend: the endpoints' eth_chainId.
+func (b *Backend) ChainID(ctx context.Context) (uint64, error) {
+	return b.chainID, ctx.Err()
+}
+
+// BlockByNumber implements backend.Backend. Tags are the head tracker's
+// at its last poll. A number in the tracker's window from the finalized
+// block to the head is read by the hash the tracker saw there, so that
+// after a reorg no reader gets the old branch; one at or below the
+// finalized block is cached by number; any other is asked of the
+// endpoints.
+func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	v := b.view.Load()
+	var tagged *ref
+	switch number {
+	case backend.Pending:
+		return b.pending(ctx, v)
+	case backend.Latest:
+		tagged = &v.head
+	case backend.Safe:
+		tagged = v.safe
+	case backend.Finalized:
+		tagged = v.finalized
+	case backend.Earliest:
+		number = 0
+	}
+	if number < 0 {
+		if tagged == nil {
+			return nil, backend.ErrNotFound
+		}
+		return b.blockByHash(ctx, tagged.hash, true)
+	}
+	n := uint64(number)
+	if h, ok := v.canon[n]; ok {
+		return b.blockByHash(ctx, h, true)
+	}
+	final := v.isFinal(n)
+	if final && b.cache != nil {
+		if c := b.cache.byNumber(n); c != nil {
+			return c.block, nil
+		}
+	}
+	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false)
+	if err != nil {
+		return nil, err
+	}
+	if got.block.Number != n {
+		return nil, fmt.Errorf("upstream: asked for block %d, the endpoints gave %d", n, got.block.Number)
+	}
+	if b.cache != nil {
+		b.cache.put(got, final)
+	}
+	return got.block, nil
+}
+
+// BlockByHash implements backend.Backend.
+func (b *Backend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	return b.blockByHash(ctx, hash, false)
+}
+
+// UncleByBlockHashAndIndex implements backend.Backend.
+func (b *Backend) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
+	got, err := b.verifiedByHash(ctx, hash, false)
+	if err != nil {
+		return nil, err
+	}
+	if index >= uint64(len(got.uncles)) {
+		return nil, backend.ErrNotFound
+	}
+	return got.uncles[index], nil
+}
+
+func (b *Backend) blockByHash(ctx context.Context, hash backend.Hash, known bool) (*backend.Block, error) {
+	got, err := b.verifiedByHash(ctx, hash, known)
+	if err != nil {
+		return nil, err
+	}
+	return got.block, nil
+}
+
+// verifiedByHash returns a block from the cache, or else fetches it, once
+// however many readers ask for it at the same time. known is set for a
+// hash the head tracker saw, which an endpoint must not deny having.
+func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known bool) (*verified, error) {
+	if b.cache != nil {
+		if c := b.cache.get(hash); c != nil {
+			return c, nil
+		}
+	}
+	return b.flight.do(ctx, hash, func(ctx context.Context) (*verified, error) {
+		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known)
+		if err != nil {
+			return nil, err
+		}
+		if got.block.Hash != hash {
+			return nil, fmt.Errorf("upstream: asked for block %s, the endpoints gave %s", hash, got.block.Hash)
+		}
+		if b.cache != nil {
+			b.cache.put(got, false)
+		}
+		return got, nil
+	})
+}
+
+// fetch asks the endpoints in turn for a block until one gives one that
+// verifies, with its total difficulty settled. An endpoint's null is
+// believed (backend.ErrNotFound) unless known is set; a failure or a
+// block that does not verify moves on to the next endpoint. It stops when
+// ctx is done.
+func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool) (*verified, error) {
+	v := b.view.Load()
+	var errs []error
+	nulls := 0
+	for _, ep := range order(b.eps, time.Now(), v.best, b.cfg.MaxLag) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		got, err := ep.fetchBlock(actx, method, arg, b.chainID)
+		if err == nil && got != nil {
+			err = b.settleTotalDifficulty(actx, ep, got)
+		}
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			b.endpointFailed(ctx, ep, fmt.Sprintf("%s %v", method, arg), err, time.Now())
+			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
+		case got == nil:
+			if !known {
+				ep.succeeded()
+				return nil, backend.ErrNotFound
+			}
+			nulls++
+		default:
+			ep.succeeded()
+			return got, nil
+		}
+	}
+	if nulls > 0 && len(errs) == 0 {
+		return nil, fmt.Errorf("upstream: block %v, which the head tracker saw, is unknown to the endpoints", arg)
+	}
+	return nil, fmt.Errorf("upstream: no endpoint gave block %v that verifies: %w", arg, errors.Join(errs...))
+}
+
+// pending fetches the pending block from the endpoints, verified as far
+// as it can be: it is never cached.
+func (b *Backend) pending(ctx context.Context, v *view) (*backend.Block, error) {
+	var errs []error
+	for _, ep := range order(b.eps, time.Now(), v.best, b.cfg.MaxLag) {
+		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		got, err := ep.fetchPending(actx, b.chainID, func(h backend.Hash) (*backend.Block, error) {
+			return b.blockByHash(actx, h, true)
+		})
+		if err == nil && got != nil {
+			err = b.settleTotalDifficulty(actx, ep, got)
+		}
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			b.endpointFailed(ctx, ep, "pending", err, time.Now())
+			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
+		case got == nil:
+			ep.succeeded()
+			return nil, backend.ErrNotFound
+		default:
+			ep.succeeded()
+			return got.block, nil
+		}
+	}
+	return nil, fmt.Errorf("upstream: no endpoint gave a pending block that verifies: %w", errors.Join(errs...))
+}

@@ -1,0 +1,203 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// maxAnswerBytes bounds what is read of one endpoint answer: a batch of the
+// largest mainnet blocks with their transactions is a few megabytes.
+const maxAnswerBytes = 256 << 20
+
+// client speaks JSON-RPC 2.0 over HTTP to one endpoint. It is what the
+// Backend and the Follower share.
+type client struct {
+	url  string
+	http *http.Client
+	// name is the endpoint as logs show it: the URL without its path,
+	// which often holds a provider's key.
+	name string
+}
+
+func newClient(endpoint string, hc *http.Client) *client {
+	return &client{url: endpoint, http: hc, name: redact(endpoint)}
+}
+
+// call is one request of a batch. Its result is left raw: null when the
+// endpoint has nothing, which the caller tells apart.
+type call struct {
+	method string
+	params []any
+	result json.RawMessage
+	err    error // the endpoint's JSON-RPC error for this call, if any
+}
+
+// RPCError is a JSON-RPC error that an endpoint answered.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// StatusError is an HTTP answer other than 200 OK. RetryAfter is what a
+// 429 or 503 asked for, zero when it said nothing.
+type StatusError struct {
+	Status     int
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("HTTP %d (retry after %s)", e.Status, e.RetryAfter)
+	}
+	return fmt.Sprintf("HTTP %d", e.Status)
+}
+
+// errBadAnswer is an answer that is not what JSON-RPC promises: not JSON,
+// truncated, or with the wrong ids.
+var errBadAnswer = errors.New("malformed JSON-RPC answer")
+
+type request struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      int    `json:"id"`
+	Method  string `json:"method"`
+	Params  []any  `json:"params"`
+}
+
+type response struct {
+	ID     *int            `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *RPCError       `json:"error"`
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// do sends the calls, as a batch when there is more than one, and fills in
+// each one's result or error. The error returned is the exchange's: the
+// endpoint was not reached, answered other than 200, or answered something
+// that is not JSON-RPC.
+func (c *client) do(ctx context.Context, calls ...*call) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	reqs := make([]request, len(calls))
+	for i, cl := range calls {
+		params := cl.params
+		if params == nil {
+			params = []any{}
+		}
+		reqs[i] = request{JSONRPC: "2.0", ID: i, Method: cl.method, Params: params}
+	}
+	var body []byte
+	var err error
+	if len(reqs) == 1 {
+		body, err = json.Marshal(reqs[0])
+	} else {
+		body, err = json.Marshal(reqs)
+	}
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer bufPool.Put(buf)
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswerBytes+1)); err != nil {
+		return err
+	}
+	if buf.Len() > maxAnswerBytes {
+		return fmt.Errorf("%w: more than %d bytes", errBadAnswer, maxAnswerBytes)
+	}
+	return fill(buf.Bytes(), calls)
+}
+
+// fill reads an answer into the calls it is for. The results are copied
+// out of data, which is reused.
+func fill(data []byte, calls []*call) error {
+	var resps []response
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		if err := json.Unmarshal(trimmed, &resps); err != nil {
+			return fmt.Errorf("%w: %v", errBadAnswer, err)
+		}
+	} else {
+		var r response
+		if err := json.Unmarshal(trimmed, &r); err != nil {
+			return fmt.Errorf("%w: %v", errBadAnswer, err)
+		}
+		if r.ID == nil && r.Error != nil {
+			// An error for the whole request, as for a batch refused.
+			return r.Error
+		}
+		resps = []response{r}
+	}
+	seen := make([]bool, len(calls))
+	for _, r := range resps {
+		if r.ID == nil || *r.ID < 0 || *r.ID >= len(calls) || seen[*r.ID] {
+			return fmt.Errorf("%w: an answer with an unknown or repeated id", errBadAnswer)
+		}
+		seen[*r.ID] = true
+		cl := calls[*r.ID]
+		if r.Error != nil {
+			cl.err = r.Error
+			continue
+		}
+		if r.Result == nil {
+			return fmt.Errorf("%w: neither result nor error", errBadAnswer)
+		}
+		cl.result = append(json.RawMessage(nil), r.Result...)
+	}
+	for i, ok := range seen {
+		if !ok {
+			return fmt.Errorf("%w: no answer to %s", errBadAnswer, calls[i].method)
+		}
+	}
+	return nil
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// redact returns a URL as logs may show it: scheme and host only, since a
+// provider's key is often in the path.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "endpoint"
+	}
+	return u.Scheme + "://" + u.Host
+}

@@ -1,0 +1,35 @@
+// Package upstream serves a live network through the JSON-RPC endpoints
+// of nodes or providers, trusting none of them blindly.
+//
+// A Backend reads blocks from one or more endpoints with the methods every
+// provider offers (eth_getBlockByNumber, eth_getBlockByHash,
+// eth_getUncleByBlockHashAndIndex, eth_chainId), batched where that saves
+// round trips, and verifies each block before it is served or cached: the
+// block hash from the header fields, the size, the transactions root and
+// every transaction hash, sha3Uncles and each uncle's hash, the
+// withdrawals root, every sender recovered from its signature, and the
+// chain id the transactions are signed for. A block that fails is never
+// served: its endpoint is skipped for a while and the next one is asked.
+// Answers are then rendered by blockrpc from the verified values, so they
+// are go-ethereum's bytes whichever node is upstream.
+//
+// A head tracker polls each endpoint for its latest, safe and finalized
+// blocks. Blocks are cached by hash, which makes them immutable; numbers
+// are mapped to hashes in the cache only at or below the finalized block,
+// and above it through the tracker's view of the canonical chain, which a
+// reorg replaces at once.
+//
+// A Follower copies a chain from an endpoint into a store that can be
+// written (a backend.Writer, such as memstore) and keeps it current,
+// verifying every block the same way.
+//
+// # Total difficulty
+//
+// blockrpc serves totalDifficulty on every block, which current nodes no
+// longer give. A post-merge block of a chain whose total difficulty froze
+// at the merge (mainnet, Sepolia, Holesky, Hoodi) has the frozen value. A
+// value an endpoint gives is served when it is its parent's plus the
+// block's difficulty, and refused as tampered when it is not. Any other is
+// null: it cannot be known without the ancestry. The Follower, which holds
+// the ancestry, adds it up itself.
+package upstream

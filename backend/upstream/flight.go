@@ -1,0 +1,61 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+)
+
+// flightGroup runs one fetch of a hash at a time, however many readers
+// miss it at once: a block that just became the head is asked for by
+// every client in the same moment, and the endpoints should see it once.
+// (golang.org/x/sync/singleflight does this, but may not join the root
+// module's requirements.)
+type flightGroup struct {
+	mu    sync.Mutex
+	calls map[backend.Hash]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	v    *verified
+	err  error
+}
+
+// flightTimeout bounds a shared fetch, which outlives the reader that
+// started it when that one leaves: the others still wait for it.
+const flightTimeout = time.Minute
+
+// do returns fn's result for hash, calling it unless a call for the same
+// hash is under way. fn runs with a context of its own, since the reader
+// that started it may leave while others wait; each reader stops waiting
+// when its own ctx is done.
+func (g *flightGroup) do(ctx context.Context, hash backend.Hash, fn func(context.Context) (*verified, error)) (*verified, error) {
+	g.mu.Lock()
+	if g.calls == nil {
+		g.calls = make(map[backend.Hash]*flight)
+	}
+	f, ok := g.calls[hash]
+	if !ok {
+		f = &flight{done: make(chan struct{})}
+		g.calls[hash] = f
+		go func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
+			defer cancel()
+			f.v, f.err = fn(fctx)
+			g.mu.Lock()
+			delete(g.calls, hash)
+			g.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	g.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

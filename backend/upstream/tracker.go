@@ -1,0 +1,374 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/hexutil"
+)
+
+// view is the chain as the head tracker saw it at its last poll. It is
+// replaced whole, never changed, so that a reader holds one consistent
+// picture: after a reorg no reader can see the old branch's numbers next
+// to the new branch's head.
+type view struct {
+	head            ref
+	safe, finalized *ref
+	// canon maps each number from low to the head to the canonical hash,
+	// as the preferred endpoint sees its chain. Numbers at or below the
+	// finalized block are final and left to the cache.
+	canon map[uint64]backend.Hash
+	low   uint64
+	// best is the highest head any endpoint reported.
+	best uint64
+}
+
+// ref is a block the tracker knows by number and hash.
+type ref struct {
+	number uint64
+	hash   backend.Hash
+}
+
+// isFinal reports whether n is at or below the finalized block.
+func (v *view) isFinal(n uint64) bool { return v.finalized != nil && n <= v.finalized.number }
+
+// polled is what one endpoint answered to a poll.
+type polled struct {
+	ep                  *endpoint
+	head                *header
+	safe, finalized     *header
+	err                 error
+	chainID             uint64
+	chainIDAsked, gotID bool
+}
+
+// header is a block known by its header, hash checked.
+type header struct {
+	number     uint64
+	hash       backend.Hash
+	parentHash backend.Hash
+}
+
+func (h *header) ref() *ref {
+	if h == nil {
+		return nil
+	}
+	return &ref{number: h.number, hash: h.hash}
+}
+
+// decodeHeader reads a block object (either form) and checks that its hash
+// is its header's. nil for null.
+func decodeHeader(raw json.RawMessage) (*header, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var b backend.Block
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, err
+	}
+	if b.Pending {
+		return nil, &backend.FieldError{Object: "block", Field: "number", Err: backend.ErrMissingField}
+	}
+	if computed := backend.HeaderHash(&b.Header); computed != b.Hash {
+		return nil, &backend.MismatchError{Field: "hash", Given: b.Hash.String(), Computed: computed.String()}
+	}
+	return &header{number: b.Number, hash: b.Hash, parentHash: b.ParentHash}, nil
+}
+
+// pollOne asks an endpoint for its latest, safe and finalized blocks (and
+// its chain id, until it has given it) in one batch.
+func (b *Backend) pollOne(ctx context.Context, ep *endpoint, askID bool) polled {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	p := polled{ep: ep, chainIDAsked: askID}
+	calls := []*call{
+		{method: "eth_getBlockByNumber", params: []any{"latest", false}},
+		{method: "eth_getBlockByNumber", params: []any{"safe", false}},
+		{method: "eth_getBlockByNumber", params: []any{"finalized", false}},
+	}
+	if askID {
+		calls = append(calls, &call{method: "eth_chainId"})
+	}
+	if p.err = ep.do(ctx, calls...); p.err != nil {
+		return p
+	}
+	if calls[0].err != nil {
+		p.err = calls[0].err
+		return p
+	}
+	var err error
+	if p.head, err = decodeHeader(calls[0].result); err != nil || p.head == nil {
+		p.err = &VerifyError{Endpoint: ep.name, Block: "latest", Err: orNoBlock(err)}
+		return p
+	}
+	// A chain without a consensus client has no safe or finalized block:
+	// nodes answer an error or null, which leaves the tag unset.
+	for i, dst := range []**header{&p.safe, &p.finalized} {
+		c := calls[1+i]
+		if c.err != nil {
+			continue
+		}
+		if *dst, err = decodeHeader(c.result); err != nil {
+			p.err = &VerifyError{Endpoint: ep.name, Block: c.params[0].(string), Err: err}
+			return p
+		}
+	}
+	if askID {
+		if c := calls[3]; c.err == nil {
+			var id hexutil.Uint64
+			if err := json.Unmarshal(c.result, &id); err != nil {
+				p.err = fmt.Errorf("%w: eth_chainId: %v", errBadAnswer, err)
+				return p
+			}
+			p.chainID, p.gotID = uint64(id), true
+		}
+	}
+	return p
+}
+
+func orNoBlock(err error) error {
+	if err == nil {
+		return fmt.Errorf("no latest block")
+	}
+	return err
+}
+
+// poll asks every endpoint for its head at once, records each one's
+// health and lag, and makes a new view from the preferred endpoint among
+// those that answered and keep up.
+func (b *Backend) poll(ctx context.Context) error {
+	results := make([]polled, len(b.eps))
+	var wg sync.WaitGroup
+	for i, ep := range b.eps {
+		if ep.isWrongChain() {
+			results[i].err = errWrongChain
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = b.pollOne(ctx, ep, !b.idChecked[i].Load())
+		}()
+	}
+	wg.Wait()
+
+	now := time.Now()
+	var best uint64
+	for i, r := range results {
+		if r.err == errWrongChain {
+			continue
+		}
+		if r.err == nil && r.gotID {
+			b.idChecked[i].Store(true)
+			if r.chainID != b.chainID {
+				b.wrongChain(r.ep, r.chainID)
+				results[i].err = errWrongChain
+				continue
+			}
+		}
+		if r.err != nil {
+			b.endpointFailed(ctx, r.ep, "poll", r.err, now)
+			continue
+		}
+		r.ep.succeeded()
+		r.ep.setHead(r.head.number)
+		best = max(best, r.head.number)
+	}
+	for _, r := range results {
+		if r.err != nil || r.head.number+b.cfg.MaxLag < best {
+			continue
+		}
+		return b.advance(ctx, r, best)
+	}
+	return fmt.Errorf("upstream: no endpoint answered its head")
+}
+
+// advance makes the view that an endpoint's poll gives, walking back from
+// its head to where it meets the chain already seen.
+func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
+	old := b.view.Load()
+	if old != nil && old.head.hash == p.head.hash && sameRef(old.safe, p.safe.ref()) && sameRef(old.finalized, p.finalized.ref()) {
+		if old.best != best {
+			v := *old
+			v.best = best
+			b.view.Store(&v)
+		}
+		return nil
+	}
+	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best}
+	switch {
+	case v.finalized != nil && v.finalized.number < v.head.number && v.head.number-v.finalized.number <= maxTracked:
+		v.low = v.finalized.number + 1
+	case v.head.number > b.cfg.ReorgDepth:
+		v.low = v.head.number - b.cfg.ReorgDepth
+	}
+	// The walk goes down to the old finalized block too, so that the
+	// blocks finalized since the last poll can be marked final.
+	walkLow := v.low
+	if old != nil && old.finalized != nil && v.finalized != nil && old.finalized.number < v.low {
+		walkLow = max(old.finalized.number+1, min(v.low, v.finalized.number))
+	}
+	hashes, reorgDepth, err := b.walk(ctx, p.ep, old, p.head, walkLow)
+	if err != nil {
+		b.endpointFailed(ctx, p.ep, "head", err, time.Now())
+		return err
+	}
+	if v.finalized != nil {
+		if h, ok := hashes[v.finalized.number]; ok && h != v.finalized.hash {
+			// The endpoint moved its head between the calls of one
+			// batch; the next poll sees it settled.
+			return fmt.Errorf("upstream %s: finalized block %d is not on the chain of its head", p.ep.name, v.finalized.number)
+		}
+		b.cache.finalize(v.finalized.number, v.finalized.hash)
+	}
+	v.canon = make(map[uint64]backend.Hash, len(hashes))
+	for n, h := range hashes {
+		if n >= v.low {
+			v.canon[n] = h
+		} else if v.isFinal(n) {
+			b.cache.finalize(n, h)
+		}
+	}
+	b.view.Store(v)
+	if reorgDepth > 0 {
+		b.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "upstream: chain reorganised", slog.Uint64("depth", reorgDepth), slog.Uint64("head", v.head.number), slog.String("hash", v.head.hash.String()), slog.String("endpoint", p.ep.name))
+	}
+	return nil
+}
+
+// maxTracked bounds how far below the head the tracker follows the chain
+// by number when the finalized block is further down (a chain that lost
+// finality): beyond it ReorgDepth applies.
+const maxTracked = 1024
+
+func sameRef(a, b *ref) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// walk returns the canonical hashes from head down to low, as the
+// endpoint's chain has them, and how many blocks of the old view it
+// replaced. It reuses the old view from the first block where the two
+// meet, and fetches the rest by number, a batch at a time, checking that
+// each header is the parent of the one above it.
+func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *header, low uint64) (map[uint64]backend.Hash, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 4*b.cfg.Timeout)
+	defer cancel()
+	hashes := map[uint64]backend.Hash{head.number: head.hash}
+	var replaced uint64
+	if old != nil {
+		if h, ok := old.canon[head.number]; ok && h != head.hash {
+			replaced++
+		}
+		// A shorter new branch leaves old numbers above its head.
+		for n := head.number + 1; n <= old.head.number; n++ {
+			if _, ok := old.canon[n]; ok {
+				replaced++
+			}
+		}
+	}
+	parent, n := head.parentHash, head.number
+	var batch map[uint64]*header
+	for n > low {
+		n--
+		if old != nil {
+			if h, ok := old.canon[n]; ok {
+				if h == parent {
+					for m := n; m >= low && m >= old.low; m-- {
+						h, ok := old.canon[m]
+						if !ok {
+							break
+						}
+						hashes[m] = h
+						if m == 0 {
+							break
+						}
+					}
+					return hashes, replaced, nil
+				}
+				replaced++
+			}
+		}
+		hd := batch[n]
+		if hd == nil || hd.hash != parent {
+			var err error
+			if batch, err = b.fetchHeaders(ctx, ep, n, low); err != nil {
+				return nil, 0, err
+			}
+			hd = batch[n]
+		}
+		if hd == nil || hd.hash != parent {
+			// The endpoint's chain moved under the walk: fetch the
+			// parent by hash, which cannot move.
+			var err error
+			if hd, err = b.fetchHeader(ctx, ep, parent); err != nil {
+				return nil, 0, err
+			}
+			if hd == nil || hd.number != n {
+				return nil, 0, fmt.Errorf("upstream %s: parent %s of block %d not found", ep.name, parent, n+1)
+			}
+		}
+		hashes[n] = hd.hash
+		parent = hd.parentHash
+	}
+	return hashes, replaced, nil
+}
+
+// headerBatch is how many headers the walk asks for at once.
+const headerBatch = 32
+
+// fetchHeaders asks for the headers from n down to max(low, n-31) by
+// number, in one batch.
+func (b *Backend) fetchHeaders(ctx context.Context, ep *endpoint, n, low uint64) (map[uint64]*header, error) {
+	first := low
+	if n >= headerBatch && n-headerBatch+1 > low {
+		first = n - headerBatch + 1
+	}
+	calls := make([]*call, 0, n-first+1)
+	for m := first; m <= n; m++ {
+		calls = append(calls, &call{method: "eth_getBlockByNumber", params: []any{hexutil.EncodeUint64(m), false}})
+	}
+	if err := ep.do(ctx, calls...); err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]*header, len(calls))
+	for i, c := range calls {
+		if c.err != nil {
+			return nil, c.err
+		}
+		h, err := decodeHeader(c.result)
+		if err != nil {
+			return nil, &VerifyError{Endpoint: ep.name, Block: hexutil.EncodeUint64(first + uint64(i)), Err: err}
+		}
+		if h != nil {
+			out[h.number] = h
+		}
+	}
+	return out, nil
+}
+
+// fetchHeader asks for one header by hash; nil when the endpoint has none.
+func (b *Backend) fetchHeader(ctx context.Context, ep *endpoint, hash backend.Hash) (*header, error) {
+	c := &call{method: "eth_getBlockByHash", params: []any{hash, false}}
+	if err := ep.do(ctx, c); err != nil {
+		return nil, err
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	h, err := decodeHeader(c.result)
+	if err != nil {
+		return nil, &VerifyError{Endpoint: ep.name, Block: hash.String(), Err: err}
+	}
+	if h != nil && h.hash != hash {
+		return nil, &VerifyError{Endpoint: ep.name, Block: hash.String(), Err: &backend.MismatchError{Field: "hash", Given: h.hash.String(), Computed: hash.String() + " (asked for)"}}
+	}
+	return h, nil
+}
