@@ -275,6 +275,9 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		number = 0
 	}
 	if number < 0 {
+		if err := b.fresh(v); err != nil {
+			return nil, err
+		}
 		if tagged == nil {
 			return nil, backend.ErrNotFound
 		}
@@ -301,6 +304,16 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		b.cache.put(got, final)
 	}
 	return got.block, nil
+}
+
+// fresh refuses a view too old to name the head: when no endpoint has
+// answered a poll for two intervals and a timeout, the latest block it
+// names is a guess, and an error says so better.
+func (b *Backend) fresh(v *view) error {
+	if age := time.Since(v.at); age > 2*b.cfg.PollInterval+b.cfg.Timeout {
+		return fmt.Errorf("upstream: the head is unknown: no endpoint has answered a poll for %s", age.Round(time.Second))
+	}
+	return nil
 }
 
 // BlockByHash implements backend.Backend.

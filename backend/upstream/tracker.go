@@ -26,6 +26,9 @@ type view struct {
 	low   uint64
 	// best is the highest head any endpoint reported.
 	best uint64
+	// at is when an endpoint last answered a poll: tags older than a
+	// poll or two are not served (see Backend.tag).
+	at time.Time
 }
 
 // ref is a block the tracker knows by number and hash.
@@ -193,14 +196,12 @@ func (b *Backend) poll(ctx context.Context) error {
 func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	old := b.view.Load()
 	if old != nil && old.head.hash == p.head.hash && sameRef(old.safe, p.safe.ref()) && sameRef(old.finalized, p.finalized.ref()) {
-		if old.best != best {
-			v := *old
-			v.best = best
-			b.view.Store(&v)
-		}
+		v := *old
+		v.best, v.at = best, time.Now()
+		b.view.Store(&v)
 		return nil
 	}
-	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best}
+	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best, at: time.Now()}
 	switch {
 	case v.finalized != nil && v.finalized.number < v.head.number && v.head.number-v.finalized.number <= maxTracked:
 		v.low = v.finalized.number + 1
@@ -266,12 +267,6 @@ func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *heade
 	if old != nil {
 		if h, ok := old.canon[head.number]; ok && h != head.hash {
 			replaced++
-		}
-		// A shorter new branch leaves old numbers above its head.
-		for n := head.number + 1; n <= old.head.number; n++ {
-			if _, ok := old.canon[n]; ok {
-				replaced++
-			}
 		}
 	}
 	parent, n := head.parentHash, head.number
