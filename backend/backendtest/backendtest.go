@@ -1,0 +1,160 @@
+// Package backendtest checks that a backend.Backend, or a store that is
+// also a backend.Writer, behaves as blockrpc relies on, in the spirit of
+// testing/fstest.TestFS. Every store of this project passes it, and so
+// should yours:
+//
+//	func TestConformance(t *testing.T) {
+//		backendtest.TestStore(t, func(t *testing.T) backendtest.Store {
+//			return mystore.Open(t.TempDir())
+//		})
+//	}
+//
+// TestStore writes chains built with memstore/chaintest and the demo chain
+// into fresh stores and checks every method and tag against the same
+// chain in memstore, byte for byte: side blocks, uncles, pending, reorgs
+// (deeper, shorter, back to an old branch), total difficulty, blocks known
+// only by transaction hashes, refused blocks, context cancellation, and
+// readers running while a writer reorganises (run it with -race).
+//
+// TestBackend checks a Backend that cannot be written, such as one reading
+// from a node, against a reference that serves the same chain.
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+)
+
+// Store is a chain that can be read and written: what TestStore checks.
+type Store interface {
+	backend.Backend
+	backend.Writer
+}
+
+// TestBackend checks that got serves what want serves: every canonical
+// block from want's earliest to its latest by number and by hash, in both
+// forms, each of their uncles, the blocks named by extra hashes (side
+// blocks, say), the tags and the chain id; and that both refuse the same
+// requests with backend.ErrNotFound (a number past the head, an unknown
+// hash, an uncle index past the last).
+func TestBackend(t *testing.T, got, want backend.Backend, extra ...backend.Hash) {
+	t.Helper()
+	ctx := context.Background()
+	c := comparer{t: t, got: got, want: want}
+	first, err := want.BlockByNumber(ctx, backend.Earliest)
+	if err != nil {
+		t.Fatalf("the reference has no earliest block: %v", err)
+	}
+	last, err := want.BlockByNumber(ctx, backend.Latest)
+	if err != nil {
+		t.Fatalf("the reference has no latest block: %v", err)
+	}
+	for n := first.Number; n <= last.Number; n++ {
+		b := c.byNumber(backend.BlockNumber(n))
+		if b != nil {
+			c.byHash(b.Hash)
+		}
+	}
+	for _, h := range extra {
+		c.byHash(h)
+	}
+	for _, tag := range []backend.BlockNumber{backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
+		c.byNumber(tag)
+	}
+	c.byNumber(backend.BlockNumber(last.Number + 1))
+	c.byHash(backend.Hash{0xde, 0xad})
+	c.chainID()
+	t.Logf("%d answers compared, blocks %d to %d", c.compared, first.Number, last.Number)
+}
+
+// comparer compares the answers of two backends.
+type comparer struct {
+	t         *testing.T
+	got, want backend.Backend
+	compared  int
+}
+
+// byNumber compares a block by number or tag, and returns want's, or nil.
+func (c *comparer) byNumber(n backend.BlockNumber) *backend.Block {
+	c.t.Helper()
+	ctx := context.Background()
+	w, werr := c.want.BlockByNumber(ctx, n)
+	g, gerr := c.got.BlockByNumber(ctx, n)
+	if !c.sameError("block "+n.String(), gerr, werr) || werr != nil {
+		return nil
+	}
+	c.sameBlock("block "+n.String(), g, w)
+	return w
+}
+
+func (c *comparer) byHash(h backend.Hash) {
+	c.t.Helper()
+	ctx := context.Background()
+	w, werr := c.want.BlockByHash(ctx, h)
+	g, gerr := c.got.BlockByHash(ctx, h)
+	if !c.sameError("block "+h.String(), gerr, werr) || werr != nil {
+		return
+	}
+	c.sameBlock("block "+h.String(), g, w)
+	for i := range uint64(len(w.Uncles)) + 1 {
+		wu, werr := c.want.UncleByBlockHashAndIndex(ctx, h, i)
+		gu, gerr := c.got.UncleByBlockHashAndIndex(ctx, h, i)
+		what := "uncle " + h.String() + " " + backend.BlockNumber(i).String()
+		if !c.sameError(what, gerr, werr) || werr != nil {
+			continue
+		}
+		c.compared++
+		if gj, wj := gu.AppendJSON(nil), wu.AppendJSON(nil); string(gj) != string(wj) {
+			c.t.Errorf("%s differs:\n got  %s\n want %s", what, gj, wj)
+		}
+	}
+}
+
+func (c *comparer) chainID() {
+	c.t.Helper()
+	ctx := context.Background()
+	w, werr := c.want.ChainID(ctx)
+	g, gerr := c.got.ChainID(ctx)
+	if c.sameError("chain id", gerr, werr) && werr == nil && g != w {
+		c.t.Errorf("chain id: got %d, want %d", g, w)
+	}
+}
+
+// sameError reports whether both answers succeeded, and reports an error
+// unless both failed alike. A reference's ErrNotFound must be the other's.
+func (c *comparer) sameError(what string, got, want error) bool {
+	c.t.Helper()
+	c.compared++
+	switch {
+	case want == nil && got == nil:
+		return true
+	case want == nil:
+		c.t.Errorf("%s: %v, want the block", what, got)
+	case errors.Is(want, backend.ErrNotFound) && !errors.Is(got, backend.ErrNotFound):
+		c.t.Errorf("%s: %v, want ErrNotFound", what, got)
+	}
+	return false
+}
+
+// sameBlock compares two blocks as the service would serve them, with
+// transaction objects and with hashes.
+func (c *comparer) sameBlock(what string, got, want *backend.Block) {
+	c.t.Helper()
+	for _, full := range []bool{true, false} {
+		if !want.HasTransactionBodies() && full {
+			if got.HasTransactionBodies() {
+				c.t.Errorf("%s has transaction bodies the reference does not have", what)
+			}
+			continue
+		}
+		if g, w := got.AppendJSON(nil, full), want.AppendJSON(nil, full); string(g) != string(w) {
+			c.t.Errorf("%s (fullTx %v) differs:\n got  %s\n want %s", what, full, g, w)
+		}
+	}
+	if got.Pending != want.Pending {
+		c.t.Errorf("%s: Pending %v, want %v", what, got.Pending, want.Pending)
+	}
+}

@@ -1,0 +1,471 @@
+package backendtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/holiman/uint256"
+)
+
+// TestStore runs the suite on stores made by open, which must return a
+// new, empty store each time it is called (subtests may call it more than
+// once). Each subtest writes through backend.Writer and compares what the
+// store serves with memstore given the same chain.
+func TestStore(t *testing.T, open func(t *testing.T) Store) {
+	t.Run("Empty", func(t *testing.T) { testEmpty(t, open(t)) })
+	t.Run("Chain", func(t *testing.T) { testChain(t, open(t)) })
+	t.Run("Demo", func(t *testing.T) { testDemo(t, open(t)) })
+	t.Run("SideBlocks", func(t *testing.T) { testSideBlocks(t, open(t)) })
+	t.Run("Reorgs", func(t *testing.T) { testReorgs(t, open(t)) })
+	t.Run("TotalDifficulty", func(t *testing.T) { testTotalDifficulty(t, open) })
+	t.Run("Refused", func(t *testing.T) { testRefused(t, open(t)) })
+	t.Run("HashOnly", func(t *testing.T) { testHashOnly(t, open(t)) })
+	t.Run("TagsAndPending", func(t *testing.T) { testTagsAndPending(t, open(t)) })
+	t.Run("ChainID", func(t *testing.T) { testChainID(t, open) })
+	t.Run("Canceled", func(t *testing.T) { testCanceled(t, open(t)) })
+	t.Run("ConcurrentReaders", func(t *testing.T) { testConcurrentReaders(t, open(t)) })
+}
+
+// everyFork is a chain config that crosses every fork within a few
+// blocks, with uncles possible before the merge.
+var everyFork = chaintest.Config{Seed: 7, London: 3, Merge: 8, Shanghai: 10, Cancun: 12, Prague: 14}
+
+// buildChain returns a builder of n blocks with transactions of every kind
+// the forks allow, and an uncle in each of the first proof-of-work blocks
+// that can have one.
+func buildChain(cfg chaintest.Config, n int) *chaintest.Builder {
+	b := chaintest.New(cfg)
+	b.AddBlocks(n, func(i int, g *chaintest.BlockGen) {
+		chaintest.Txs(3)(i, g)
+		if g.Number() >= 2 && g.Number() < cfg.Merge && g.Number()%2 == 0 {
+			g.AddUncle()
+		}
+	})
+	return b
+}
+
+// writeBlock writes one block of src, with its uncles, into dst.
+func writeBlock(t *testing.T, dst backend.Writer, src backend.Backend, b *backend.Block, canonical bool) {
+	t.Helper()
+	ctx := context.Background()
+	uncles := make([]*backend.Uncle, len(b.Uncles))
+	for i := range uncles {
+		u, err := src.UncleByBlockHashAndIndex(ctx, b.Hash, uint64(i))
+		if err != nil {
+			t.Fatalf("the reference's uncle %d of block %d: %v", i, b.Number, err)
+		}
+		uncles[i] = u
+	}
+	add := dst.AddBlock
+	if !canonical {
+		add = dst.AddSideBlock
+	}
+	if err := add(b, uncles...); err != nil {
+		t.Fatalf("writing block %d (%s): %v", b.Number, b.Hash, err)
+	}
+}
+
+// copyChain writes src's canonical chain into dst, block by block from
+// its earliest, then its tags and pending block.
+func copyChain(t *testing.T, dst backend.Writer, src backend.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	first, err := src.BlockByNumber(ctx, backend.Earliest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := src.BlockByNumber(ctx, backend.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := first.Number; n <= last.Number; n++ {
+		b, err := src.BlockByNumber(ctx, backend.BlockNumber(n))
+		if err != nil {
+			t.Fatalf("the reference's block %d: %v", n, err)
+		}
+		writeBlock(t, dst, src, b, true)
+	}
+	copyTags(t, dst, src)
+}
+
+func copyTags(t *testing.T, dst backend.Writer, src backend.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	for tag, set := range map[backend.BlockNumber]func(uint64) error{backend.Safe: dst.SetSafe, backend.Finalized: dst.SetFinalized} {
+		if b, err := src.BlockByNumber(ctx, tag); err == nil {
+			if err := set(b.Number); err != nil {
+				t.Fatalf("setting %s to %d: %v", tag, b.Number, err)
+			}
+		}
+	}
+	if p, err := src.BlockByNumber(ctx, backend.Pending); err == nil {
+		if err := dst.SetPending(p); err != nil {
+			t.Fatalf("setting the pending block: %v", err)
+		}
+	}
+}
+
+func testEmpty(t *testing.T, s Store) {
+	ctx := context.Background()
+	for _, n := range []backend.BlockNumber{0, 1, backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
+		if _, err := s.BlockByNumber(ctx, n); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("an empty store's block %s: %v, want ErrNotFound", n, err)
+		}
+	}
+	if _, err := s.BlockByHash(ctx, backend.Hash{1}); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("an empty store's block by hash: %v, want ErrNotFound", err)
+	}
+	if _, err := s.UncleByBlockHashAndIndex(ctx, backend.Hash{1}, 0); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("an empty store's uncle: %v, want ErrNotFound", err)
+	}
+	if _, err := s.ChainID(ctx); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("an empty store's chain id: %v, want ErrNotFound", err)
+	}
+}
+
+func testChain(t *testing.T, s Store) {
+	b := buildChain(everyFork, 18)
+	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(2)(0, g) })
+	ref := b.Store()
+	if err := ref.SetSafe(16); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.SetFinalized(12); err != nil {
+		t.Fatal(err)
+	}
+	copyChain(t, s, ref)
+	TestBackend(t, s, ref)
+}
+
+func testDemo(t *testing.T, s Store) {
+	ref, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyChain(t, s, ref)
+	side, err := ref.BlockByHash(context.Background(), demo.SideHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBlock(t, s, ref, side, false)
+	TestBackend(t, s, ref, demo.SideHash)
+}
+
+func testSideBlocks(t *testing.T, s Store) {
+	ctx := context.Background()
+	main := buildChain(everyFork, 6)
+	side := main.Fork(3)
+	side.AddBlocks(2, chaintest.Txs(1))
+	ref := main.Store()
+	copyChain(t, s, ref)
+	for n := uint64(4); n <= 5; n++ {
+		writeBlock(t, s, ref, side.Block(n), false)
+	}
+	TestBackend(t, s, ref, side.Block(4).Hash, side.Block(5).Hash)
+	if got, err := s.BlockByNumber(ctx, 4); err != nil || got.Hash != main.Block(4).Hash {
+		t.Errorf("block 4 after a side block was added: %v, want the canonical %s", err, main.Block(4).Hash)
+	}
+}
+
+// testReorgs moves the store's canonical chain between branches the way a
+// follower does: a deeper branch, a shorter one, back to an old one, each
+// written as side blocks and then made canonical by its head; and a plain
+// AddBlock of a competing block.
+func testReorgs(t *testing.T, s Store) {
+	cfg := everyFork
+	cfg.Seed = 11
+	a := buildChain(cfg, 16)
+	ref := a.Store()
+	copyChain(t, s, ref)
+
+	switchTo := func(name string, br *chaintest.Builder, from uint64) {
+		t.Helper()
+		for n := from; n < br.Head().Number; n++ {
+			writeBlock(t, s, ref, br.Block(n), false)
+		}
+		writeBlock(t, s, ref, br.Head(), true)
+		br.Reorg()
+		if t.Failed() {
+			return
+		}
+		t.Run(name, func(t *testing.T) { TestBackend(t, s, ref) })
+	}
+	deeper := a.Fork(9)
+	deeper.AddBlocks(10, chaintest.Txs(2))
+	switchTo("Deeper", deeper, 10)
+
+	shorter := a.Fork(14)
+	shorter.AddBlocks(1, chaintest.Txs(1))
+	switchTo("Shorter", shorter, 15)
+
+	// Back to a branch the store already holds: its head alone, added
+	// again, brings all of it back.
+	writeBlock(t, s, ref, deeper.Head(), true)
+	deeper.Reorg()
+	t.Run("BackToOld", func(t *testing.T) { TestBackend(t, s, ref, shorter.Head().Hash, a.Head().Hash) })
+
+	// One competing block at the head, written straight as canonical.
+	rival := deeper.Fork(deeper.Head().Number - 1)
+	rival.AddBlocks(1, chaintest.Txs(1))
+	writeBlock(t, s, ref, rival.Head(), true)
+	rival.Reorg()
+	t.Run("Rival", func(t *testing.T) { TestBackend(t, s, ref, deeper.Head().Hash) })
+}
+
+// testTotalDifficulty checks the sums a store keeps, and that it refuses
+// a block whose given total difficulty contradicts its parent's.
+func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
+	ctx := context.Background()
+	cfg := everyFork
+	cfg.Merge, cfg.Shanghai, cfg.Cancun, cfg.Prague = 10, 10, 10, 10
+	b := buildChain(cfg, 12)
+	ref := b.Store()
+
+	s := open(t)
+	copyChain(t, s, ref)
+	for n := backend.BlockNumber(0); n <= 12; n++ {
+		got, err := s.BlockByNumber(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ref.BlockByNumber(ctx, n)
+		if got.TotalDifficulty == nil || !got.TotalDifficulty.Eq(want.TotalDifficulty) {
+			t.Errorf("block %d: totalDifficulty %v, want %v", n, got.TotalDifficulty, want.TotalDifficulty)
+		}
+	}
+
+	s = open(t)
+	for n := backend.BlockNumber(0); n < 5; n++ {
+		blk, _ := ref.BlockByNumber(ctx, n)
+		writeBlock(t, s, ref, blk, true)
+	}
+	next, _ := ref.BlockByNumber(ctx, 5)
+	wrong := next.Copy()
+	wrong.TotalDifficulty = new(uint256.Int).AddUint64(next.TotalDifficulty, 1)
+	var uncles []*backend.Uncle
+	for i := range next.Uncles {
+		u, _ := ref.UncleByBlockHashAndIndex(ctx, next.Hash, uint64(i))
+		uncles = append(uncles, u)
+	}
+	if err := s.AddBlock(wrong, uncles...); err == nil {
+		t.Error("a block whose totalDifficulty is not its parent's plus its difficulty was stored")
+	}
+	if _, err := s.BlockByHash(ctx, next.Hash); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the refused block by hash: %v, want ErrNotFound", err)
+	}
+}
+
+// testRefused gives blocks whose derived values contradict their
+// contents: each must be refused, and leave nothing behind.
+func testRefused(t *testing.T, s Store) {
+	ctx := context.Background()
+	b := buildChain(everyFork, 15)
+	ref := b.Store()
+	for n := backend.BlockNumber(0); n < 14; n++ {
+		blk, _ := ref.BlockByNumber(ctx, n)
+		writeBlock(t, s, ref, blk, true)
+	}
+	good := b.Block(14)
+	tampers := map[string]func(*backend.Block){
+		"hash":             func(b *backend.Block) { b.Hash[0] ^= 1 },
+		"size":             func(b *backend.Block) { b.Size++ },
+		"transactionsRoot": func(b *backend.Block) { b.TransactionsRoot[0] ^= 1 },
+		"transaction hash": func(b *backend.Block) { b.Transactions[0].Hash[0] ^= 1 },
+		"transaction body": func(b *backend.Block) { b.Transactions[0].Nonce++ },
+		"withdrawalsRoot":  func(b *backend.Block) { b.WithdrawalsRoot[0] ^= 1 },
+		"sha3Uncles":       func(b *backend.Block) { b.Sha3Uncles[0] ^= 1 },
+	}
+	for name, tamper := range tampers {
+		bad := good.Copy()
+		tamper(bad)
+		if err := s.AddBlock(bad); err == nil {
+			t.Errorf("a block with a wrong %s was stored", name)
+		}
+	}
+	if _, err := s.BlockByNumber(ctx, 14); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("block 14 after refused writes: %v, want ErrNotFound", err)
+	}
+	if latest, err := s.BlockByNumber(ctx, backend.Latest); err != nil || latest.Number != 13 {
+		t.Errorf("latest after refused writes: %v, %v; want block 13", latest, err)
+	}
+}
+
+// testHashOnly stores blocks known only by their transaction hashes, as a
+// header-only store holds them, and reads them back.
+func testHashOnly(t *testing.T, s Store) {
+	ctx := context.Background()
+	ref := buildChain(everyFork, 16).Store()
+	want := memstore.New()
+	for n := backend.BlockNumber(0); n <= 16; n++ {
+		full, _ := ref.BlockByNumber(ctx, n)
+		b := full.Copy()
+		if len(b.Transactions) > 0 {
+			b.TransactionHashes = make([]backend.Hash, len(b.Transactions))
+			for i, tx := range b.Transactions {
+				b.TransactionHashes[i] = tx.Hash
+			}
+			b.Transactions = nil
+		}
+		for _, dst := range []backend.Writer{want, s} {
+			writeBlock(t, dst, ref, b, true)
+		}
+	}
+	TestBackend(t, s, want)
+	if b, err := s.BlockByNumber(ctx, 16); err != nil || b.HasTransactionBodies() || b.TxCount() == 0 {
+		t.Errorf("a block stored by transaction hashes reads back with bodies, or none: %v", err)
+	}
+}
+
+func testTagsAndPending(t *testing.T, s Store) {
+	ctx := context.Background()
+	b := buildChain(everyFork, 10)
+	ref := b.Store()
+	copyChain(t, s, ref)
+	if err := s.SetSafe(11); err == nil {
+		t.Error("SetSafe of a number past the head succeeded")
+	}
+	if err := s.SetFinalized(11); err == nil {
+		t.Error("SetFinalized of a number past the head succeeded")
+	}
+	for _, w := range []backend.Writer{ref, s} {
+		if err := w.SetSafe(9); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.SetFinalized(7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending := b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(4)(0, g) })
+	if err := s.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	TestBackend(t, s, ref)
+	got, err := s.BlockByNumber(ctx, backend.Pending)
+	if err != nil || !got.Pending {
+		t.Fatalf("the pending block: %v; Pending must be set", err)
+	}
+	for _, w := range []backend.Writer{ref, s} {
+		if err := w.SetPending(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.BlockByNumber(ctx, backend.Pending); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the pending block after it was cleared: %v, want ErrNotFound", err)
+	}
+}
+
+func testChainID(t *testing.T, open func(*testing.T) Store) {
+	ctx := context.Background()
+	s := open(t)
+	if err := s.SetChainID(5); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.ChainID(ctx); err != nil || id != 5 {
+		t.Errorf("ChainID after SetChainID(5): %d, %v", id, err)
+	}
+
+	s = open(t)
+	ref := buildChain(chaintest.Config{Seed: 3, ChainID: 77}, 3).Store()
+	copyChain(t, s, ref)
+	if id, err := s.ChainID(ctx); err != nil || id != 77 {
+		t.Errorf("ChainID of a chain signed for 77: %d, %v", id, err)
+	}
+	if err := s.SetChainID(78); err == nil {
+		t.Error("SetChainID(78) on a chain whose transactions are signed for 77 succeeded")
+	}
+	other := buildChain(chaintest.Config{Seed: 3, ChainID: 78}, 4)
+	if err := s.AddBlock(other.Block(4)); err == nil {
+		t.Error("a block signed for chain 78 was added to a chain of 77")
+	}
+}
+
+func testCanceled(t *testing.T, s Store) {
+	ref := buildChain(everyFork, 4).Store()
+	copyChain(t, s, ref)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	head, _ := ref.BlockByNumber(context.Background(), backend.Latest)
+	checks := map[string]error{}
+	_, checks["ChainID"] = s.ChainID(ctx)
+	_, checks["BlockByNumber"] = s.BlockByNumber(ctx, 1)
+	_, checks["BlockByHash"] = s.BlockByHash(ctx, head.Hash)
+	_, checks["UncleByBlockHashAndIndex"] = s.UncleByBlockHashAndIndex(ctx, head.Hash, 0)
+	for method, err := range checks {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a canceled context: %v, want context.Canceled", method, err)
+		}
+	}
+}
+
+// testConcurrentReaders reads while a writer switches the chain between
+// two branches: every answer must be a whole block, the one asked for.
+func testConcurrentReaders(t *testing.T, s Store) {
+	ctx := context.Background()
+	cfg := everyFork
+	cfg.Seed = 21
+	a := buildChain(cfg, 20)
+	ref := a.Store()
+	copyChain(t, s, ref)
+	bb := a.Fork(12)
+	bb.AddBlocks(10, chaintest.Txs(2))
+	for n := uint64(13); n <= bb.Head().Number; n++ {
+		writeBlock(t, s, ref, bb.Block(n), false)
+	}
+	branches := map[backend.Hash]bool{}
+	for _, br := range []*chaintest.Builder{a, bb} {
+		for n := uint64(0); n <= br.Head().Number; n++ {
+			branches[br.Block(n).Hash] = true
+		}
+	}
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	errs := make(chan error, 8)
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				n := backend.BlockNumber((i*7 + r) % 23)
+				b, err := s.BlockByNumber(ctx, n)
+				if err == nil {
+					if uint64(n) != b.Number || !branches[b.Hash] {
+						errs <- fmt.Errorf("block %d: got block %d (%s)", n, b.Number, b.Hash)
+						return
+					}
+					if again, err := s.BlockByHash(ctx, b.Hash); err != nil || again.Hash != b.Hash {
+						errs <- fmt.Errorf("block %s by hash: %v", b.Hash, err)
+						return
+					}
+				} else if !errors.Is(err, backend.ErrNotFound) {
+					errs <- fmt.Errorf("block %d: %v", n, err)
+					return
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	for i := range 40 {
+		head := a.Head()
+		if i%2 == 0 {
+			head = bb.Head()
+		}
+		writeBlock(t, s, ref, head, true)
+	}
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d reads during 40 reorgs", reads.Load())
+}
