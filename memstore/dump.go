@@ -97,11 +97,30 @@ func Load(r io.Reader) (*Store, error) {
 // Load returns a store holding the blocks of a dump, as the function Load
 // does, and logs its summary to l.Logger.
 func (l *Loader) Load(r io.Reader) (*Store, error) {
+	s := New()
+	if err := l.load(r, s, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LoadInto writes the blocks of a dump into any store, as Load does into a
+// new memstore: each line through w's AddBlock, or AddSideBlock for a line
+// marked "canonical": false, so that w checks every block as it would any
+// other. The lines before a failing one stay written. A store that already
+// holds the dump's blocks is left as it was, but for the canonical chain,
+// which the dump's lines set again.
+func (l *Loader) LoadInto(r io.Reader, w backend.Writer) error {
+	return l.load(r, w, nil)
+}
+
+// load writes a dump's lines into w; s is w when it is a memstore, whose
+// summary can tell more.
+func (l *Loader) load(r io.Reader, w backend.Writer, s *Store) error {
 	limit := l.MaxLineBytes
 	if limit <= 0 {
 		limit = DefaultMaxLineBytes
 	}
-	s := New()
 	var sum summary
 	if l.Logger != nil {
 		sum.firstLine = make(map[backend.Hash]int)
@@ -112,12 +131,12 @@ func (l *Loader) Load(r io.Reader) (*Store, error) {
 		var err error
 		line, err = readLine(br, line[:0], limit)
 		if err != nil && err != io.EOF {
-			return nil, &LineError{Line: n, Err: err}
+			return &LineError{Line: n, Err: err}
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			d, lerr := s.addLine(line)
+			d, lerr := addLine(w, line)
 			if lerr != nil {
-				return nil, &LineError{Line: n, Err: lerr}
+				return &LineError{Line: n, Err: lerr}
 			}
 			sum.note(n, d)
 		}
@@ -125,7 +144,7 @@ func (l *Loader) Load(r io.Reader) (*Store, error) {
 			if l.Logger != nil {
 				sum.log(l.Logger, s)
 			}
-			return s, nil
+			return nil
 		}
 	}
 }
@@ -150,7 +169,7 @@ func readLine(br *bufio.Reader, buf []byte, limit int) ([]byte, error) {
 	}
 }
 
-func (s *Store) addLine(line []byte) (*dumpLine, error) {
+func addLine(w backend.Writer, line []byte) (*dumpLine, error) {
 	var d dumpLine
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -172,9 +191,9 @@ func (s *Store) addLine(line []byte) (*dumpLine, error) {
 		}
 	}
 	if d.Canonical != nil && !*d.Canonical {
-		return &d, s.AddSideBlock(d.Block, d.Uncles...)
+		return &d, w.AddSideBlock(d.Block, d.Uncles...)
 	}
-	return &d, s.AddBlock(d.Block, d.Uncles...)
+	return &d, w.AddBlock(d.Block, d.Uncles...)
 }
 
 // wrongBlockHash returns, for a line whose transactions disagree with the
@@ -275,6 +294,10 @@ type summary struct {
 	// The number of the previous canonical line.
 	previous      uint64
 	seenCanonical bool
+	// canonical holds the numbers of the canonical lines, for a store
+	// other than memstore, whose canonical chain the summary cannot
+	// read; nil when nothing is logged.
+	canonical []uint64
 }
 
 // note takes in line n, whose block was stored.
@@ -292,6 +315,9 @@ func (sum *summary) note(n int, d *dumpLine) {
 	if sum.firstLine == nil {
 		return
 	}
+	if d.Canonical == nil || *d.Canonical {
+		sum.canonical = append(sum.canonical, d.Block.Number)
+	}
 	// Stored means checked: a given hash is the header's.
 	hash := d.Block.Hash
 	if hash == (backend.Hash{}) {
@@ -308,15 +334,22 @@ func (sum *summary) note(n int, d *dumpLine) {
 	}
 }
 
-// log logs the summary of the store loaded from the dump.
+// log logs the summary of the dump loaded into s, or, when s is nil, into
+// a store it cannot read: then the canonical chain is the canonical lines',
+// and whether a total difficulty is unknown is not said.
 func (sum *summary) log(log *slog.Logger, s *Store) {
 	ctx := context.Background()
-	s.mu.RLock()
-	numbers := make([]uint64, 0, len(s.canonical))
-	for n := range s.canonical {
-		numbers = append(numbers, n)
+	numbers, blocks := sum.canonical, sum.lines-sum.duplicateCount
+	if s != nil {
+		s.mu.RLock()
+		numbers = make([]uint64, 0, len(s.canonical))
+		for n := range s.canonical {
+			numbers = append(numbers, n)
+		}
+		blocks = len(s.blocks)
 	}
 	slices.Sort(numbers)
+	numbers = slices.Compact(numbers)
 	var (
 		ranges     []string
 		rangeCount int
@@ -333,7 +366,7 @@ func (sum *summary) log(log *slog.Logger, s *Store) {
 		if len(ranges) < maxListed {
 			ranges = append(ranges, numberRange(from, to))
 		}
-		if rangeCount == 1 {
+		if rangeCount == 1 && s != nil {
 			// Above the first hole, a total difficulty is known only if
 			// the dump gave it.
 			for _, n := range numbers[i:] {
@@ -343,8 +376,9 @@ func (sum *summary) log(log *slog.Logger, s *Store) {
 			}
 		}
 	}
-	blocks := len(s.blocks)
-	s.mu.RUnlock()
+	if s != nil {
+		s.mu.RUnlock()
+	}
 
 	attrs := []slog.Attr{slog.Int("lines", sum.lines), slog.Int("blocks", blocks)}
 	if len(numbers) > 0 {
@@ -352,10 +386,11 @@ func (sum *summary) log(log *slog.Logger, s *Store) {
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "memstore: dump loaded", attrs...)
 	if rangeCount > 0 {
-		log.LogAttrs(ctx, slog.LevelWarn, "memstore: the dump misses blocks of the canonical chain",
-			slog.Uint64("missing", missing),
-			slog.String("ranges", listed(ranges, rangeCount)),
-			slog.Int("unknown_total_difficulty", unknownTD))
+		attrs := []slog.Attr{slog.Uint64("missing", missing), slog.String("ranges", listed(ranges, rangeCount))}
+		if s != nil {
+			attrs = append(attrs, slog.Int("unknown_total_difficulty", unknownTD))
+		}
+		log.LogAttrs(ctx, slog.LevelWarn, "memstore: the dump misses blocks of the canonical chain", attrs...)
 	}
 	if sum.duplicateCount > 0 {
 		log.LogAttrs(ctx, slog.LevelWarn, "memstore: dump lines repeat a block",

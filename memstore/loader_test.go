@@ -14,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 // TestLoaderLogsHoles loads a dump that misses blocks, repeats one and has
@@ -170,5 +172,36 @@ func TestLoadNamesAWrongBlockHash(t *testing.T) {
 	txWrong := strings.Replace(line, `"blockHash":"`+full.Hash.String()+`"`, `"blockHash":"`+wrong.String()+`"`, 1)
 	if _, err := memstore.Load(strings.NewReader(txWrong)); err == nil || !strings.Contains(err.Error(), "transaction 0: blockHash") {
 		t.Errorf("Load of a transaction with a wrong blockHash = %v", err)
+	}
+}
+
+// writerOnly hides a memstore behind backend.Writer, as another store
+// would be.
+type writerOnly struct{ backend.Writer }
+
+// TestLoadIntoAnyWriter loads the demo dump through LoadInto into a store
+// the loader knows only as a Writer, twice: the store serves what Load's
+// store serves, the second load changes nothing, and the summary says
+// what a writer's lines tell.
+func TestLoadIntoAnyWriter(t *testing.T) {
+	chain, _ := demo.Dump()
+	want, err := memstore.Load(bytes.NewReader(chain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := memstore.New()
+	var logs bytes.Buffer
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	for range 2 {
+		if err := l.LoadInto(bytes.NewReader(chain), writerOnly{got}); err != nil {
+			t.Fatal(err)
+		}
+		backendtest.TestBackend(t, got, want, demo.SideHash)
+	}
+	if got.Len() != want.Len() {
+		t.Errorf("%d blocks after loading the dump twice, want %d", got.Len(), want.Len())
+	}
+	if !strings.Contains(logs.String(), `msg="memstore: dump loaded" lines=112 blocks=112 canonical=0-110`) {
+		t.Errorf("the summary of a load into a writer:\n%s", logs.String())
 	}
 }
