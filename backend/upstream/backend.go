@@ -238,14 +238,31 @@ func (b *Backend) Status() []EndpointStatus {
 }
 
 // endpointFailed logs a failure and makes the endpoint wait its turn.
+// A failure that only repeats the one before is logged at debug level, so
+// that a dead endpoint is one warning and one recovery, not a line per
+// poll; a block that does not verify is always an error.
 func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
-	ep.failed(err, now)
+	if ctx.Err() != nil {
+		return // the request, or the Backend, was closed: not the endpoint's fault
+	}
+	inARow := ep.failed(err, now)
 	level := slog.LevelWarn
 	var ve *VerifyError
-	if errors.As(err, &ve) {
+	switch {
+	case errors.As(err, &ve):
 		level = slog.LevelError // a node that serves what does not verify
+	case inARow > 1:
+		level = slog.LevelDebug
 	}
-	b.cfg.Logger.LogAttrs(ctx, level, "upstream: endpoint failed", slog.String("endpoint", ep.name), slog.String("request", what), slog.String("err", err.Error()))
+	b.cfg.Logger.LogAttrs(ctx, level, "upstream: endpoint failed", slog.String("endpoint", ep.name), slog.String("request", what), slog.Int("in_a_row", inARow), slog.String("err", err.Error()))
+}
+
+// endpointAnswered records a success, and logs the recovery of an
+// endpoint that was failing.
+func (b *Backend) endpointAnswered(ctx context.Context, ep *endpoint) {
+	if failures := ep.succeeded(); failures > 0 {
+		b.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "upstream: endpoint recovered", slog.String("endpoint", ep.name), slog.Int("after_failures", failures))
+	}
 }
 
 // ChainID implements backend.Backend: the endpoints' eth_chainId.
@@ -381,6 +398,9 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		got, err := ep.fetchBlock(actx, method, arg, b.chainID)
 		if err == nil && got != nil {
+			err = isAsked(ep, arg, got)
+		}
+		if err == nil && got != nil {
 			err = b.settleTotalDifficulty(actx, ep, got)
 		}
 		cancel()
@@ -393,12 +413,12 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
 			if !known {
-				ep.succeeded()
+				b.endpointAnswered(ctx, ep)
 				return nil, backend.ErrNotFound
 			}
 			nulls++
 		default:
-			ep.succeeded()
+			b.endpointAnswered(ctx, ep)
 			return got, nil
 		}
 	}
@@ -406,6 +426,20 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 		return nil, fmt.Errorf("upstream: block %v, which the head tracker saw, is unknown to the endpoints", arg)
 	}
 	return nil, fmt.Errorf("upstream: no endpoint gave block %v that verifies: %w", arg, errors.Join(errs...))
+}
+
+// isAsked checks that a block that verifies is the one asked for, by hash
+// or by number: another block, however well it holds together, is the
+// endpoint's fault like any block that does not verify.
+func isAsked(ep *endpoint, arg any, got *verified) error {
+	field, given, asked := "hash", got.block.Hash.String(), fmt.Sprint(arg)
+	if _, byNumber := arg.(string); byNumber {
+		field, given = "number", hexutil.EncodeUint64(got.block.Number)
+	}
+	if given == asked {
+		return nil
+	}
+	return &VerifyError{Endpoint: ep.name, Block: asked, Err: &backend.MismatchError{Field: field, Given: given, Computed: asked + " (asked for)"}}
 }
 
 // pending fetches the pending block from the endpoints, verified as far
@@ -429,10 +463,10 @@ func (b *Backend) pending(ctx context.Context, v *view) (*backend.Block, error) 
 			b.endpointFailed(ctx, ep, "pending", err, time.Now())
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
-			ep.succeeded()
+			b.endpointAnswered(ctx, ep)
 			return nil, backend.ErrNotFound
 		default:
-			ep.succeeded()
+			b.endpointAnswered(ctx, ep)
 			return got.block, nil
 		}
 	}

@@ -127,8 +127,11 @@ func (c *blockCache) put(v *verified, final bool) {
 }
 
 // finalize maps n to h if the block is cached: the tracker saw it become
-// final.
+// final. A nil cache (the cache is off) has nothing to map.
 func (c *blockCache) finalize(n uint64, h backend.Hash) {
+	if c == nil {
+		return
+	}
 	s := c.shard(h)
 	s.mu.Lock()
 	el, ok := s.entries[h]

@@ -115,6 +115,12 @@ func (c *client) do(ctx context.Context, calls ...*call) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
+		// A *url.Error quotes the URL, whose path may hold a provider's
+		// key: name the endpoint as the logs do.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = c.name
+		}
 		return err
 	}
 	defer resp.Body.Close()

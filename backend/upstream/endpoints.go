@@ -30,8 +30,9 @@ const (
 )
 
 // failed records a failure: the endpoint is skipped for a while, for as
-// long as a 429 or 503 asked when it did.
-func (e *endpoint) failed(err error, now time.Time) {
+// long as a 429 or 503 asked when it did. It returns how many failures in
+// a row this makes.
+func (e *endpoint) failed(err error, now time.Time) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	wait := minBackoff << min(e.failures, 10)
@@ -43,19 +44,34 @@ func (e *endpoint) failed(err error, now time.Time) {
 	e.failures++
 	e.lastErr = err
 	e.skipUntil = now.Add(wait)
+	return e.failures
 }
 
-// succeeded records an answer that held together.
-func (e *endpoint) succeeded() {
+// succeeded records an answer that held together, and returns how many
+// failures in a row it ends.
+func (e *endpoint) succeeded() int {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	ended := e.failures
 	e.failures, e.lastErr, e.skipUntil = 0, nil, time.Time{}
-	e.mu.Unlock()
+	return ended
 }
 
 func (e *endpoint) setHead(number uint64) {
 	e.mu.Lock()
 	e.head, e.headKnown = number, true
 	e.mu.Unlock()
+}
+
+// errWaiting marks an endpoint that a poll left alone: it is waiting out
+// a failure.
+var errWaiting = errors.New("endpoint waiting out a failure")
+
+// waiting reports whether the endpoint is waiting out a failure.
+func (e *endpoint) waiting(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return now.Before(e.skipUntil)
 }
 
 // usable reports whether the endpoint is worth asking now: not waiting out

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -152,6 +153,12 @@ func (b *Backend) poll(ctx context.Context) error {
 			results[i].err = errWrongChain
 			continue
 		}
+		if ep.waiting(time.Now()) {
+			// Waiting out a failure, or the Retry-After of a 429: a poll
+			// is a request like any other.
+			results[i].err = errWaiting
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -163,7 +170,7 @@ func (b *Backend) poll(ctx context.Context) error {
 	now := time.Now()
 	var best uint64
 	for i, r := range results {
-		if r.err == errWrongChain {
+		if r.err == errWrongChain || r.err == errWaiting {
 			continue
 		}
 		if r.err == nil && r.gotID {
@@ -178,15 +185,25 @@ func (b *Backend) poll(ctx context.Context) error {
 			b.endpointFailed(ctx, r.ep, "poll", r.err, now)
 			continue
 		}
-		r.ep.succeeded()
+		b.endpointAnswered(ctx, r.ep)
 		r.ep.setHead(r.head.number)
 		best = max(best, r.head.number)
 	}
+	var errs []error
 	for _, r := range results {
 		if r.err != nil || r.head.number+b.cfg.MaxLag < best {
 			continue
 		}
-		return b.advance(ctx, r, best)
+		// An endpoint whose chain does not hold together below its head
+		// leaves the view to the next one.
+		err := b.advance(ctx, r, best)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	return fmt.Errorf("upstream: no endpoint answered its head")
 }
