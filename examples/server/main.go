@@ -37,6 +37,19 @@
 //	                  second, plain-HTTP listener (default: none)
 //	-tls-cert FILE    serve HTTPS (and HTTP/2) on -addr with this certificate
 //	-tls-key FILE     and this key; both or neither
+//	-upstream URLS    serve a live chain through these JSON-RPC endpoints
+//	                  (comma-separated, the first preferred, the next ones
+//	                  its failover), verifying every block before serving it
+//	-follow URL       copy the chain of this JSON-RPC endpoint into memory,
+//	                  from its genesis, keep it current, and serve it,
+//	                  answering while it copies
+//	-poll DURATION    how often -upstream or -follow asks the endpoints for
+//	                  their head (default 2s)
+//
+// -chain, -upstream and -follow each name the chain to serve: one at most
+// (none serves the demo chain). -safe, -finalized and -chainid apply to a
+// dump or the demo chain; with -upstream or -follow the endpoint tells
+// them. Both combine with every other flag.
 //
 // For a dump, safe and finalized default to its head, and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
@@ -44,7 +57,26 @@
 // accepting, lets the requests in flight finish within the grace, cuts the
 // rest, logs how many it cut and exits with status 0; a signal during the
 // load of a dump ends the load and the run. The admin listener shuts down
-// with the same grace.
+// with the same grace. Then the follower of -follow stops, or the backend
+// of -upstream closes.
+//
+// With -upstream the server reads through package backend/upstream: blocks
+// are verified (hashes, roots, sizes, senders, the chain id) and cached by
+// hash; an endpoint that fails, lags or serves a block that does not
+// verify is skipped for a while and the next one is asked. totalDifficulty
+// is the endpoint's when it is consistent, the frozen value of a chain
+// whose total difficulty stopped at the merge, and null otherwise.
+//
+// With -follow a Follower of that package copies the chain into memory,
+// verifying every block, and then follows the endpoint's head, its
+// reorganisations, safe, finalized and pending blocks; totalDifficulty is
+// summed from the genesis. The server answers from the start, with what
+// has been copied so far, and the follower logs its progress (height, the
+// endpoint's head, the lag and blocks a second) every 10 seconds while it
+// copies, and when it catches up. A failure the follower cannot mend (the
+// endpoint serves another chain) stops the server, which then exits with
+// status 1. The logs name an endpoint by its scheme and host only: a
+// provider's URL often holds its API key.
 //
 // The rate limit is this process's: behind a load balancer, each server
 // process counts on its own.
@@ -112,16 +144,18 @@ type options struct {
 	rate            float64 // calls a second per key; 0: no limit
 	burst           int
 	cache           int64
-	admin           string // "" for no admin listener
-	tlsCert, tlsKey string // both "" for plain HTTP
+	admin           string        // "" for no admin listener
+	tlsCert, tlsKey string        // both "" for plain HTTP
+	upstream        []string      // -upstream's endpoints, in order of preference
+	follow          string        // -follow's endpoint
+	poll            time.Duration // 0: the upstream package's default
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
-		o            options
-		keys, level  string
-		sample       int
-		keysFromFlag bool
+		o                      options
+		keys, level, upstreams string
+		sample                 int
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -142,18 +176,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.admin, "admin", "", "`HOST:PORT` to serve /metrics, /healthz and /readyz on, over plain HTTP (default: none)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate `FILE` (PEM, chain included) to serve HTTPS with; needs -tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key `FILE` (PEM) of -tls-cert")
+	fs.StringVar(&upstreams, "upstream", "", "serve the chain of these JSON-RPC endpoints (comma-separated `URLs`, the first preferred, the next ones its failover), verifying every block")
+	fs.StringVar(&o.follow, "follow", "", "copy the chain of the JSON-RPC endpoint at `URL` into memory from its genesis, keep it current, and serve it, answering while it copies")
+	fs.DurationVar(&o.poll, "poll", 0, "how often -upstream or -follow asks the endpoints for their head (default 2s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	burstSet := false
-	fs.Visit(func(f *flag.Flag) {
-		keysFromFlag = keysFromFlag || f.Name == "keys"
-		burstSet = burstSet || f.Name == "burst"
-	})
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	keysFromFlag, burstSet := set["keys"], set["burst"]
 	var err error
+	if set["upstream"] {
+		if o.upstream, err = parseEndpoints("-upstream", upstreams); err != nil {
+			return o, err
+		}
+	}
+	if set["follow"] {
+		if _, err = parseEndpoints("-follow", o.follow); err != nil || strings.Contains(o.follow, ",") {
+			return o, errors.New("-follow: want one http or https URL")
+		}
+	}
+	if err := o.checkSource(set); err != nil {
+		return o, err
+	}
 	switch {
 	case keysFromFlag:
 		o.keys, err = parseKeys("-keys", keys)
@@ -279,21 +327,27 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 
-	store, err := loadChainUntil(ctx, log, o)
+	src, err := openSource(ctx, log, o)
 	if errors.Is(err, errInterrupted) {
-		log.Warn("stopped: the chain load was interrupted before it ended", "chain", o.chain)
+		if len(o.upstream) > 0 {
+			log.Warn("stopped: interrupted while the endpoints were asked for the chain")
+		} else {
+			log.Warn("stopped: the chain load was interrupted before it ended", "chain", o.chain)
+		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	// Once the listeners are shut down: what they serve stops last.
+	defer src.close()
 	keys, generated := o.keys, false
 	if keys == nil {
 		keys, generated = []string{newKey()}, true
 	}
-	var served backend.Backend = store
+	served := src.backend
 	if wrap != nil {
-		served = wrap(store)
+		served = wrap(served)
 	}
 	svc := blockrpc.NewService(served)
 
@@ -355,12 +409,17 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", adminLn.Addr())
 	}
-	printUsage(ctx, stdout, store, url, shown, generated)
-	attrs := []any{"addr", ln.Addr().String(), "blocks", store.Len(), "tls", tlsConfig != nil}
+	printUsage(ctx, stdout, src, url, shown, generated)
+	attrs := append([]any{"addr", ln.Addr().String()}, src.attrs(o)...)
+	attrs = append(attrs, "tls", tlsConfig != nil)
 	if adminLn != nil {
 		attrs = append(attrs, "admin", adminLn.Addr().String())
 	}
 	log.Info("serving", attrs...)
+	if src.follower != nil {
+		log.Info("following: the chain is copied from the genesis up, and served as it comes", "endpoint", endpointName(o.follow))
+	}
+	src.startFollowing()
 
 	errc := make(chan error, len(servers))
 	go func() {
@@ -375,6 +434,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	if adminLn != nil {
 		go func() { errc <- servers[1].Serve(adminLn) }()
 	}
+	var failed error
 	select {
 	case err := <-errc:
 		for _, s := range servers {
@@ -382,6 +442,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		}
 		return err
 	case <-ctx.Done():
+	case failed = <-src.failed:
+		// Serving on would serve a chain that no longer follows its
+		// network: stop, and let whatever runs the server restart it.
+		log.Error("the follower stopped: shutting down", "err", failed)
+		failed = fmt.Errorf("-follow: %w", failed)
 	}
 	log.Info("shutting down", "in_flight", access.inFlight.Load(), "grace", o.grace)
 	cut, err := shutdown(servers, access, o.grace)
@@ -398,7 +463,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	} else {
 		log.Info("stopped", "cut", 0)
 	}
-	return nil
+	return failed
 }
 
 // shutdown stops every server accepting and lets the requests in flight
@@ -543,14 +608,14 @@ func newKey() string {
 }
 
 // printUsage prints the endpoint and curl lines that query the latest block
-// and the newest uncle of the chain.
-func printUsage(ctx context.Context, w io.Writer, store *memstore.Store, url, key string, generated bool) {
+// and, for a chain in memory whole, the newest uncle.
+func printUsage(ctx context.Context, w io.Writer, src *source, url, key string, generated bool) {
 	if generated {
 		fmt.Fprintf(w, "API key (generated for this run): %s\n", key)
 	}
 	fmt.Fprintf(w, "JSON-RPC endpoint: %s%s\n\n", url, key)
 	fmt.Fprintf(w, "The latest block:\n%s\n", curlLine(url+key, `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}`))
-	if b, ok := newestWithUncles(ctx, store); ok {
+	if b, ok := newestWithUncles(ctx, src); ok {
 		fmt.Fprintf(w, "\nThe uncle of block %d:\n%s\n", b.Number,
 			curlLine(url+key, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"eth_getUncleByBlockHashAndIndex","params":["%s","0x0"]}`, b.Hash)))
 	}
@@ -561,8 +626,13 @@ func curlLine(url, body string) string {
 	return fmt.Sprintf("curl -s -H 'Content-Type: application/json' --data '%s' %s", body, url)
 }
 
-// newestWithUncles finds the highest canonical block that has uncles.
-func newestWithUncles(ctx context.Context, store *memstore.Store) (*backend.Block, bool) {
+// newestWithUncles finds the highest canonical block that has uncles, in a
+// chain held whole in memory.
+func newestWithUncles(ctx context.Context, src *source) (*backend.Block, bool) {
+	if !src.whole {
+		return nil, false
+	}
+	store := src.store
 	head, err := store.BlockByNumber(ctx, backend.Latest)
 	if err != nil {
 		return nil, false
