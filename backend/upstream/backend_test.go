@@ -1,0 +1,381 @@
+package upstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/blockrpctest"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/blockrpc/blockrpc/memstore/demo"
+)
+
+// TestOpenRefuses checks what Open will not start with.
+func TestOpenRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := chaintest.New(chaintest.Config{Seed: 1}).Store()
+	dead := newFakeNode(t, store)
+	dead.srv.Close()
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+	}{
+		{"no endpoint", nil},
+		{"not a URL", []string{"127.0.0.1:8545"}},
+		{"another scheme", []string{"ws://127.0.0.1:8546"}},
+		{"no endpoint answers", []string{dead.URL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, untilTimeout)
+			defer cancel()
+			up, err := upstream.Open(ctx, upstream.Config{Endpoints: tc.endpoints, Logger: discardLogger()})
+			if err == nil {
+				up.Close()
+				t.Fatal("Open succeeded")
+			}
+		})
+	}
+}
+
+// TestCacheOff serves a chain with a finalized block through a Backend
+// without a cache (CacheBytes < 0): every answer is fetched and verified
+// again, and nothing fails for want of a cache.
+func TestCacheOff(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store() // safe and finalized are set
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{CacheBytes: -1, PollInterval: idle}, node.URL)
+	ctx := context.Background()
+	for _, n := range []backend.BlockNumber{demo.FirstUncleBlock, demo.Finalized, demo.Head, backend.Finalized} {
+		want := storeBlock(t, store, n)
+		before := node.Calls("eth_getBlockByNumber") + node.Calls("eth_getBlockByHash")
+		for range 2 {
+			got, err := up.BlockByNumber(ctx, n)
+			if err != nil {
+				t.Fatalf("block %v: %v", n, err)
+			}
+			if d := diffAnswer(got, want); d != "" {
+				t.Fatalf("block %v: %s", n, d)
+			}
+		}
+		// Each answer asks for the block and its parent's total difficulty.
+		if calls := node.Calls("eth_getBlockByNumber") + node.Calls("eth_getBlockByHash") - before; calls < 4 {
+			t.Errorf("block %v twice without a cache: %d block calls, want at least 4", n, calls)
+		}
+	}
+}
+
+// TestCacheServesAgain checks that a block answered once is answered from
+// the cache: by hash, and by number at or below the finalized block.
+func TestCacheServesAgain(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	ctx := context.Background()
+	calls := func() int64 { return node.Calls("eth_getBlockByNumber") + node.Calls("eth_getBlockByHash") }
+	for _, n := range []uint64{demo.FirstUncleBlock, demo.Finalized, demo.Finalized + 1, demo.Head} {
+		want := storeBlock(t, store, backend.BlockNumber(n))
+		if _, err := up.BlockByNumber(ctx, backend.BlockNumber(n)); err != nil {
+			t.Fatal(err)
+		}
+		before, uncles := calls(), node.Calls("eth_getUncleByBlockHashAndIndex")
+		for range 3 {
+			byNumber, err := up.BlockByNumber(ctx, backend.BlockNumber(n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			byHash, err := up.BlockByHash(ctx, want.Hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want.Uncles {
+				if _, err := up.UncleByBlockHashAndIndex(ctx, want.Hash, uint64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d := diffAnswer(byNumber, want) + diffAnswer(byHash, want); d != "" {
+				t.Fatalf("block %d: %s", n, d)
+			}
+		}
+		if c, u := calls()-before, node.Calls("eth_getUncleByBlockHashAndIndex")-uncles; c != 0 || u != 0 {
+			t.Errorf("block %d answered again: %d block and %d uncle calls reached the node, want none", n, c, u)
+		}
+	}
+}
+
+// TestOneFetchForConcurrentMisses checks that readers missing the same
+// block at once share one fetch.
+func TestOneFetchForConcurrentMisses(t *testing.T) {
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode(t, store)
+	target := storeBlock(t, store, demo.FirstBlobBlock)
+	var mu sync.Mutex
+	asked := 0
+	release := make(chan struct{})
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if asksFor(r, "eth_getBlockByHash") {
+			<-release // hold the fetch until every reader waits on it
+		}
+		return false
+	})
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByHash" && len(params) == 2 && string(params[0]) == `"`+target.Hash.String()+`"` {
+			mu.Lock()
+			asked++
+			mu.Unlock()
+		}
+		return result
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	const readers = 16
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	started := make(chan struct{}, readers)
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			got, err := up.BlockByHash(context.Background(), target.Hash)
+			if err == nil && diffAnswer(got, target) != "" {
+				err = errors.New("a wrong block")
+			}
+			errs <- err
+		}()
+	}
+	for range readers {
+		<-started
+	}
+	// The readers are started; give the last ones a moment to reach the
+	// flight before it lands. A reader that comes later finds the block
+	// cached, so this only makes the check stronger, never flaky.
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 1 {
+		t.Errorf("%d readers missing the same block: the node was asked for it %d times, want once", readers, asked)
+	}
+}
+
+// TestNotFound checks what the Backend answers as not found, and that a
+// hash the head tracker saw is never answered so.
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 2})
+	b.AddBlocks(5, chaintest.Txs(2))
+	store := b.Store()
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	ctx := context.Background()
+	for _, n := range []backend.BlockNumber{6, 1 << 40, backend.Pending, backend.Safe, backend.Finalized} {
+		if got, err := up.BlockByNumber(ctx, n); got != nil || !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %v: %v, %v; want not found", n, got != nil, err)
+		}
+	}
+	if got, err := up.BlockByHash(ctx, backend.Hash{1}); got != nil || !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("an unknown hash: %v, %v; want not found", got != nil, err)
+	}
+	head := storeBlock(t, store, backend.Latest)
+	if u, err := up.UncleByBlockHashAndIndex(ctx, head.Hash, 0); u != nil || !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("uncle 0 of a block without uncles: %v, %v; want not found", u != nil, err)
+	}
+
+	// A node forgets the head the tracker saw before the Backend cached
+	// it: the Backend fails rather than deny a block it knows exists.
+	forgetful := newFakeNode(t, store)
+	up = openUp(t, upstream.Config{PollInterval: idle}, forgetful.URL)
+	forgetful.SetStore(prefixStore(t, store, head.Number-1))
+	got, err := up.BlockByNumber(ctx, backend.Latest)
+	checkRefused(t, "the head the node no longer has", got, err)
+	got, err = up.BlockByNumber(ctx, backend.BlockNumber(head.Number))
+	checkRefused(t, "the head by number", got, err)
+}
+
+// TestAnotherChainIsNeverUsed gives the Backend a second endpoint serving
+// another chain: it is reported, and never asked for a block even when
+// the first fails.
+func TestAnotherChainIsNeverUsed(t *testing.T) {
+	t.Parallel()
+	mine := chaintest.New(chaintest.Config{Seed: 1, ChainID: 1337})
+	mine.AddBlocks(4, chaintest.Txs(2))
+	other := chaintest.New(chaintest.Config{Seed: 1, ChainID: 1338})
+	other.AddBlocks(4, chaintest.Txs(2))
+	good, wrong := newFakeNode(t, mine.Store()), newFakeNode(t, other.Store())
+	up := openUp(t, upstream.Config{PollInterval: idle}, good.URL, wrong.URL)
+	if id, _ := up.ChainID(context.Background()); id != 1337 {
+		t.Fatalf("chain id %d, want the preferred endpoint's 1337", id)
+	}
+	st := up.Status()
+	if st[1].Healthy || !strings.Contains(st[1].LastError, "another chain") {
+		t.Errorf("the endpoint on another chain: %+v", st[1])
+	}
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusInternalServerError)
+		return true
+	})
+	blockCalls := func() int64 { return wrong.Calls("eth_getBlockByHash") + wrong.Calls("eth_getBlockByNumber") }
+	before := blockCalls()
+	for n := range uint64(5) {
+		got, err := up.BlockByNumber(context.Background(), backend.BlockNumber(n))
+		checkRefused(t, "a block while the only endpoint on the chain fails", got, err)
+	}
+	if c := blockCalls() - before; c != 0 {
+		t.Errorf("the endpoint on another chain was asked %d times for blocks", c)
+	}
+}
+
+// TestEndpointKeyStaysPrivate serves through a provider URL with the key
+// in its path: neither Status, nor errors, nor logs show the key.
+func TestEndpointKeyStaysPrivate(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 4})
+	b.AddBlocks(3, chaintest.Txs(1))
+	srv := blockrpctest.NewServer(t, b.Store())
+	logs := &logSink{}
+	up := openUp(t, upstream.Config{PollInterval: idle, Timeout: 200 * time.Millisecond, Logger: slog.New(logs)}, srv.URL)
+	srv.Close()
+	_, err := up.BlockByHash(context.Background(), backend.Hash{1})
+	if err == nil {
+		t.Fatal("a closed provider answered")
+	}
+	st := up.Status()
+	for what, s := range map[string]string{"error": err.Error(), "status": st[0].Endpoint + " " + st[0].LastError, "logs": logs.all()} {
+		if strings.Contains(s, srv.Key) {
+			t.Errorf("the %s shows the API key: %s", what, s)
+		}
+	}
+	if !strings.HasPrefix(st[0].Endpoint, "http://127.0.0.1:") || strings.Contains(st[0].Endpoint, "/v3") {
+		t.Errorf("Status names the endpoint %q, want its scheme and host", st[0].Endpoint)
+	}
+}
+
+// countingTransport counts the requests a Backend starts.
+type countingTransport struct {
+	started atomic.Int64
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.started.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestCloseStopsPolling checks that the head tracker stops with Close: no
+// request starts after it returns.
+func TestCloseStopsPolling(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 5})
+	b.AddBlocks(2, nil)
+	node := newFakeNode(t, b.Store())
+	tr := &countingTransport{}
+	up, err := upstream.Open(context.Background(), upstream.Config{
+		Endpoints: []string{node.URL}, PollInterval: 5 * time.Millisecond,
+		HTTPClient: &http.Client{Transport: tr}, Logger: discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := tr.started.Load()
+	eventually(t, "a few polls", func() bool { return tr.started.Load() >= first+3 })
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := tr.started.Load()
+	// Let many poll intervals pass: no request may start.
+	time.Sleep(50 * time.Millisecond)
+	if n := tr.started.Load(); n != after {
+		t.Errorf("%d requests started after Close", n-after)
+	}
+}
+
+// TestSmallCache reads the demo chain through a cache that holds a few
+// blocks at a time: blocks leave it, numbers with them, and every answer
+// is still the chain's.
+func TestSmallCache(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle, CacheBytes: 16 * 16 << 10}, node.URL)
+	ctx := context.Background()
+	var calls []int64
+	for range 2 {
+		for n := backend.BlockNumber(0); n <= demo.Head; n += 3 {
+			want := storeBlock(t, store, n)
+			got, err := up.BlockByNumber(ctx, n)
+			if err != nil {
+				t.Fatalf("block %d: %v", n, err)
+			}
+			byHash, err := up.BlockByHash(ctx, want.Hash)
+			if err != nil {
+				t.Fatalf("block %d by hash: %v", n, err)
+			}
+			if d := diffAnswer(got, want) + diffAnswer(byHash, want); d != "" {
+				t.Fatalf("block %d: %s", n, d)
+			}
+		}
+		calls = append(calls, blockCalls(node))
+	}
+	if calls[1] == calls[0] {
+		t.Error("the second pass was answered from the cache whole: the test needs a cache too small for the chain")
+	}
+}
+
+// TestChainIDOfTransactions serves a chain signed for 1338 from an
+// endpoint that says it is 1337: the blocks with transactions are
+// refused, naming the chain id; one without is served.
+func TestChainIDOfTransactions(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 6, ChainID: 1338})
+	b.AddBlock(nil)
+	b.AddBlocks(3, chaintest.Txs(2))
+	store := b.Store()
+	node := newFakeNode(t, store)
+	node.SetRewrite(func(method string, _ []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_chainId" {
+			return json.RawMessage(`"0x539"`)
+		}
+		return result
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	ctx := context.Background()
+	if id, _ := up.ChainID(ctx); id != 1337 {
+		t.Fatalf("chain id %d, want the endpoint's 1337", id)
+	}
+	if got, err := up.BlockByNumber(ctx, 1); err != nil || diffAnswer(got, storeBlock(t, store, 1)) != "" {
+		t.Fatalf("the block without transactions: %v", err)
+	}
+	got, err := up.BlockByNumber(ctx, 2)
+	checkRefused(t, "a block signed for another chain", got, err)
+	if !strings.Contains(err.Error(), "chainId") {
+		t.Errorf("the error %q does not name the chain id", err)
+	}
+}
