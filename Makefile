@@ -9,7 +9,7 @@ INTEROP := examples/interop
 # workspace ./... stays within the root module, so the nested modules are
 # named beside it.
 export GOWORK := $(CURDIR)/go.work
-WORKSPACE := ./... ./examples/server/... ./adapters/prometheus/...
+WORKSPACE := ./... ./examples/server/... ./adapters/prometheus/... ./backend/pebblestore/...
 
 # The interop module stays out of the workspace, so that go-ethereum never
 # enters the others' build list: its commands run with GOWORK=off.

@@ -1,0 +1,312 @@
+package pebblestore
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/synth"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// The scale measurements are a test that runs only when asked for, as
+// they take minutes:
+//
+//	go test -run TestScale -pebblestore.scale 1000,100000 -timeout 1h ./backend/pebblestore
+//
+// BenchmarkImport and BenchmarkBlockByNumber are the quick ones `make
+// bench` runs.
+var (
+	scaleFlag  = flag.String("pebblestore.scale", "", "chain sizes for TestScale, comma-separated (e.g. 1000,100000,1000000)")
+	scaleTxs   = flag.Int("pebblestore.txs", 8, "TestScale: mean transactions a block")
+	scaleCache = flag.Int64("pebblestore.cache", DefaultCacheBytes, "TestScale: the store's CacheBytes")
+	scaleReads = flag.Int("pebblestore.reads", 20000, "TestScale: random reads per measurement")
+	scaleMem   = flag.Int("pebblestore.memstore-max", 100000, "TestScale: the largest size memstore is measured at")
+)
+
+// TestScale imports synthetic chains of mainnet's shape (package synth)
+// of each size into a new store and into memstore, and measures the
+// import rate, the bytes on disk per byte of block RLP, and random
+// BlockByNumber(n) over the whole chain: its latency (p50, p99, one
+// reader) and throughput (two readers), from a store just opened (cold:
+// Pebble's cache empty; the operating system's page cache is not
+// dropped) and again over the same blocks (warm).
+func TestScale(t *testing.T) {
+	if *scaleFlag == "" {
+		t.Skip("set -pebblestore.scale to run")
+	}
+	var sizes []int
+	for _, f := range strings.Split(*scaleFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 2 {
+			t.Fatalf("bad size %q", f)
+		}
+		sizes = append(sizes, n)
+	}
+	var rows []string
+	for _, n := range sizes {
+		rows = append(rows, measureScale(t, n)...)
+	}
+	t.Logf("%d transactions a block on average, CacheBytes %d MiB, %d random reads a measurement\n"+
+		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+		*scaleTxs, *scaleCache>>20, *scaleReads, strings.Join(rows, "\n"))
+}
+
+// measureScale measures both stores at one size, and returns a table row
+// for each.
+func measureScale(t *testing.T, n int) []string {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{CacheBytes: *scaleCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mem *memstore.Store
+	if n <= *scaleMem {
+		mem = memstore.New()
+	}
+	g := synth.New(synth.Config{Seed: 1, TxsPerBlock: *scaleTxs})
+	var rlp uint64
+	var genTime, pebbleTime, memTime time.Duration
+	const chunk = 5000
+	blocks := make([]*backend.Block, 0, chunk)
+	for done := 0; done < n; {
+		start := time.Now()
+		blocks = blocks[:0]
+		for range min(chunk, n-done) {
+			b := g.Next()
+			blocks = append(blocks, b)
+			rlp += b.Size
+		}
+		genTime += time.Since(start)
+		start = time.Now()
+		for _, b := range blocks {
+			if err := s.AddBlock(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pebbleTime += time.Since(start)
+		if mem != nil {
+			start = time.Now()
+			for _, b := range blocks {
+				if err := mem.AddBlock(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			memTime += time.Since(start)
+		}
+		done += len(blocks)
+		if n >= 100000 && done%100000 == 0 {
+			t.Logf("%d blocks: generated in %v, imported in %v", done, genTime.Round(time.Second), pebbleTime.Round(time.Second))
+		}
+	}
+	blocks = nil
+	start := time.Now()
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pebbleTime += time.Since(start)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The files of a store opened again: Pebble deletes the obsolete
+	// ones as it opens. Its log files, some kept for reuse, are a fixed
+	// cost of a few memtables' size, apart from the tables.
+	s, err = Open(dir, &Options{CacheBytes: *scaleCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	disk, tables := dirSize(t, dir), tablesSize(t, dir)
+	t.Logf("%d blocks, %.1f MB of RLP (%.0f bytes a block): generated in %v; pebble imported in %v, %.1f MB on disk, %.1f MB of it in tables (%.3f of the RLP)",
+		n, float64(rlp)/1e6, float64(rlp)/float64(n), genTime.Round(time.Millisecond), pebbleTime.Round(time.Millisecond), float64(disk)/1e6, float64(tables)/1e6, float64(tables)/float64(rlp))
+
+	numbers := make([]backend.BlockNumber, *scaleReads)
+	rng := rand.New(rand.NewPCG(uint64(n), 2))
+	for i := range numbers {
+		numbers[i] = backend.BlockNumber(rng.IntN(n))
+	}
+	rate := func(d time.Duration) string {
+		return fmt.Sprintf("%.0f | %.1f", float64(n)/d.Seconds(), float64(rlp)/1e6/d.Seconds())
+	}
+	open := func() *Store {
+		s, err := Open(dir, &Options{CacheBytes: *scaleCache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Cold: each measurement on a store just opened.
+	s = open()
+	coldLat := latencies(t, s, numbers)
+	s.Close()
+	s = open()
+	coldRate := throughput(t, s, numbers, false)
+	s.Close()
+	s = open()
+	coldRender := throughput(t, s, numbers, true)
+	// Warm: the same blocks again.
+	warmLat := latencies(t, s, numbers)
+	warmRate := throughput(t, s, numbers, false)
+	warmRender := throughput(t, s, numbers, true)
+	s.Close()
+	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender)}
+	if mem != nil {
+		lat, r, render := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true)
+		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s |", n, rate(memTime), lat, r, lat, r, render, render))
+	}
+	return rows
+}
+
+// latencies reads the numbers one by one and returns "p50 | p99".
+func latencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) string {
+	ctx := context.Background()
+	d := make([]time.Duration, len(numbers))
+	for i, n := range numbers {
+		start := time.Now()
+		b, err := s.BlockByNumber(ctx, n)
+		d[i] = time.Since(start)
+		if err != nil || b.Number != uint64(n) {
+			t.Fatalf("block %d: %v", n, err)
+		}
+	}
+	slices.Sort(d)
+	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3) }
+	return us(d[len(d)/2]) + " | " + us(d[len(d)*99/100])
+}
+
+// throughput reads the numbers with two readers and returns reads a
+// second; with render, each block is also written as the JSON that
+// eth_getBlockByNumber(n, true) answers, as the handler does.
+func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, render bool) string {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	start := time.Now()
+	const readers = 2
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := r; i < len(numbers); i += readers {
+				b, err := s.BlockByNumber(ctx, numbers[i])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if render {
+					buf = b.AppendJSON(buf[:0], true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+}
+
+// tablesSize is the size of the database's tables (.sst files).
+func tablesSize(t testing.TB, dir string) int64 {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".sst") {
+			info, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			size += info.Size()
+		}
+	}
+	return size
+}
+
+func dirSize(t testing.TB, dir string) int64 {
+	var size int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			size += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+// BenchmarkImport adds b.N mainnet-shaped blocks (150 transactions) to a
+// new store, generated beforehand.
+func BenchmarkImport(b *testing.B) {
+	for _, txs := range []int{8, 150} {
+		b.Run(fmt.Sprintf("txs=%d", txs), func(b *testing.B) {
+			s := openTest(b, nil)
+			g := synth.New(synth.Config{Seed: 1, TxsPerBlock: txs})
+			blocks := make([]*backend.Block, b.N)
+			var rlp int64
+			for i := range blocks {
+				blocks[i] = g.Next()
+				rlp += int64(blocks[i].Size)
+			}
+			b.SetBytes(rlp / int64(b.N))
+			b.ResetTimer()
+			for _, blk := range blocks {
+				if err := s.AddBlock(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "blocks/s")
+		})
+	}
+}
+
+// BenchmarkBlockByNumber reads random blocks of a chain of 1000
+// mainnet-shaped blocks (150 transactions), from the store and from
+// memstore, with the store's cache warm.
+func BenchmarkBlockByNumber(b *testing.B) {
+	const n = 1000
+	s := openTest(b, nil)
+	mem := memstore.New()
+	g := synth.New(synth.Config{Seed: 1, TxsPerBlock: 150})
+	for range n {
+		blk := g.Next()
+		if err := s.AddBlock(blk); err != nil {
+			b.Fatal(err)
+		}
+		if err := mem.AddBlock(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for _, st := range []struct {
+		name string
+		s    backend.Backend
+	}{{"pebble", s}, {"memstore", mem}} {
+		b.Run(st.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			for b.Loop() {
+				if _, err := st.s.BlockByNumber(ctx, backend.BlockNumber(rng.IntN(n))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,339 @@
+package pebblestore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/internal/synth"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/holiman/uint256"
+)
+
+// crashEnv names the directory a child process of TestCrash writes into.
+const crashEnv = "PEBBLESTORE_CRASH_DIR"
+
+// crashBlocks is the length of the crash workload's chain.
+const crashBlocks = 400
+
+// crashWorkload imports a chain as a follower does, with a reorganisation
+// to a longer fork and back every 20 blocks, the tags and the pending
+// block moving along; op is called after each write. The same calls write
+// the same chain, so that a process killed in the middle starts again
+// from the beginning, as an import of a dump is started again: what is
+// stored is written again as a no-op, the reorganisations are done again.
+func crashWorkload(w backend.Writer, op func()) ([]backend.Hash, error) {
+	g := synth.New(synth.Config{Seed: 3, TxsPerBlock: 2})
+	var chain []*backend.Block
+	var hashes []backend.Hash
+	do := func(err error) error {
+		if err == nil {
+			op()
+		}
+		return err
+	}
+	for i := range crashBlocks {
+		b := g.Next()
+		chain, hashes = append(chain, b), append(hashes, b.Hash)
+		if err := do(w.AddBlock(b)); err != nil {
+			return nil, err
+		}
+		if i > 10 && i%20 == 0 {
+			k := 2 + i%5
+			p := chain[i-k]
+			var fork []*backend.Block
+			for range k + 2 {
+				p = g.NextAfter(p)
+				fork, hashes = append(fork, p), append(hashes, p.Hash)
+			}
+			for _, f := range fork[:len(fork)-1] {
+				if err := do(w.AddSideBlock(f)); err != nil {
+					return nil, err
+				}
+			}
+			if err := do(w.AddBlock(fork[len(fork)-1])); err != nil { // to the fork
+				return nil, err
+			}
+			if err := do(w.AddBlock(b)); err != nil { // and back
+				return nil, err
+			}
+		}
+		if i >= 10 && i%7 == 0 {
+			if err := do(w.SetSafe(uint64(i - 5))); err != nil {
+				return nil, err
+			}
+			if err := do(w.SetFinalized(uint64(i - 10))); err != nil {
+				return nil, err
+			}
+		}
+		if i%5 == 0 {
+			if err := do(w.SetPending(g.NextAfter(b))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return hashes, nil
+}
+
+// TestCrash kills (SIGKILL) a process importing a chain with
+// reorganisations at random points, many times, and checks after each
+// kill that the store reopens to a consistent chain; then lets one run to
+// the end and compares the store with memstore given the same writes.
+func TestCrash(t *testing.T) {
+	if dir := os.Getenv(crashEnv); dir != "" {
+		crashChild(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("kills processes: not in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The number of writes of the workload, to draw kill points from.
+	ref := memstore.New()
+	total := 0
+	hashes, err := crashWorkload(ref, func() { total++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0))
+	const kills = 24
+	deadline := time.Now().Add(35 * time.Second)
+	killed, furthest, heads := 0, 0, []uint64{}
+	for i := 0; i < kills && time.Now().Before(deadline); i++ {
+		if i > 0 && i%8 == 0 {
+			// A new store now and then, for kills in the first import
+			// rather than in runs that write again what is stored.
+			dir, furthest = t.TempDir(), 0
+		}
+		// Half the kills anywhere in the workload, half in the writes
+		// past those of the previous runs on the store: in new blocks.
+		at := 1 + rng.IntN(total)
+		if i%2 == 1 {
+			at = min(total, furthest+1+rng.IntN(60))
+		}
+		ops, done := runChild(t, exe, dir, at, time.Duration(rng.IntN(2000))*time.Microsecond)
+		furthest = max(furthest, ops)
+		if done {
+			t.Logf("run %d ended before its kill point", i)
+		} else {
+			killed++
+		}
+		s, err := Open(dir, nil)
+		if err != nil {
+			t.Fatalf("reopening after kill %d (after write %d): %v", i, ops, err)
+		}
+		head := checkConsistent(t, s)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if t.Failed() {
+			t.Fatalf("kill %d after write %d of %d (seed %d): the store is inconsistent", i, ops, total, seed)
+		}
+		heads = append(heads, head)
+	}
+	// A run to the end.
+	if _, done := runChild(t, exe, dir, total+1, 0); !done {
+		t.Fatal("the last run did not end")
+	}
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkConsistent(t, s)
+	backendtest.TestBackend(t, s, ref, hashes...)
+	t.Logf("%d processes killed at random points of %d writes (seed %d); heads after each: %v", killed, total, seed, heads)
+
+}
+
+// runChild runs the workload in a child process on dir and kills it
+// (SIGKILL) after it reports write number at, and a pause. It returns the
+// writes the child reported and whether it ended on its own.
+func runChild(t *testing.T, exe, dir string, at int, pause time.Duration) (int, bool) {
+	t.Helper()
+	cmd := exec.Command(exe, "-test.run=^TestCrash$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ops := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		n, err := strconv.Atoi(sc.Text())
+		if err != nil {
+			continue // the test binary's own lines
+		}
+		ops = n
+		if ops >= at {
+			time.Sleep(pause)
+			cmd.Process.Signal(syscall.SIGKILL)
+			break
+		}
+	}
+	for sc.Scan() { // to the end of the output: the child is gone
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return ops, true
+	case errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signaled():
+		return ops, false
+	default:
+		t.Fatalf("the child process failed: %v", err)
+		return 0, false
+	}
+}
+
+// crashChild is the child process: it runs the workload on dir and
+// prints the number of each write done.
+func crashChild(dir string) {
+	s, err := Open(dir, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	n := 0
+	if _, err := crashWorkload(s, func() { n++; fmt.Println(n) }); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+}
+
+// checkConsistent checks what a store must hold whatever write it was
+// stopped in: a canonical chain without gaps from the genesis, each block
+// stored, indexed by hash and the child of the one below, with the total
+// difficulty its parent's gives; the latest block the highest canonical,
+// the tags on canonical blocks, every indexed hash stored. It returns the
+// latest number.
+func checkConsistent(t *testing.T, s *Store) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	var head uint64
+	err := s.read(ctx, func(v *view) error {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCanonical}, UpperBound: []byte{prefixCanonical + 1}})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		var prev *backend.Block
+		for ok := it.First(); ok; ok = it.Next() {
+			n, _ := decodeUint64(it.Key()[1:])
+			var h backend.Hash
+			copy(h[:], it.Value())
+			r, found, err := v.block(n, h, decodeAll)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return fmt.Errorf("canonical block %d (%s) is not stored", n, h)
+			case r.block.Hash != h || r.block.Number != n:
+				return fmt.Errorf("canonical %d (%s) holds block %d (%s)", n, h, r.block.Number, r.block.Hash)
+			}
+			if num, found, err := v.uint64(numberKey(h)); err != nil || !found || num != n {
+				return fmt.Errorf("block %d (%s) by hash: %d, %v, %v", n, h, num, found, err)
+			}
+			b := r.block
+			want := new(uint256.Int).Set(&b.Difficulty)
+			switch {
+			case prev == nil && n != 0:
+				return fmt.Errorf("the canonical chain starts at %d", n)
+			case prev != nil && n != prev.Number+1:
+				return fmt.Errorf("the canonical chain jumps from %d to %d", prev.Number, n)
+			case prev != nil && b.ParentHash != prev.Hash:
+				return fmt.Errorf("canonical block %d's parent is %s, not the canonical %s", n, b.ParentHash, prev.Hash)
+			case prev != nil:
+				want.Add(want, prev.TotalDifficulty)
+			}
+			if b.TotalDifficulty == nil || !b.TotalDifficulty.Eq(want) {
+				return fmt.Errorf("block %d: totalDifficulty %v, want %v", n, b.TotalDifficulty, want)
+			}
+			prev, head = b, n
+		}
+		if prev == nil {
+			return nil // killed before the genesis was written
+		}
+		if g, ok := s.Genesis(); !ok {
+			return errors.New("no genesis recorded")
+		} else if b, _, _ := v.byNumber(0, decodeUncles); b.block.Hash != g {
+			return fmt.Errorf("the genesis is %s, canonical block 0 %s", g, b.block.Hash)
+		}
+		hit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixNumber}, UpperBound: []byte{prefixNumber + 1}})
+		if err != nil {
+			return err
+		}
+		defer hit.Close()
+		for ok := hit.First(); ok; ok = hit.Next() {
+			var h backend.Hash
+			copy(h[:], hit.Key()[1:])
+			n, _ := decodeUint64(hit.Value())
+			if _, found, err := v.block(n, h, decodeUncles); !found {
+				return fmt.Errorf("block %s is indexed at %d but not stored: %v", h, n, err)
+			}
+		}
+		return it.Error()
+	})
+	if err != nil {
+		t.Error(err)
+		return head
+	}
+	if latest, err := s.BlockByNumber(ctx, backend.Latest); err == nil && latest.Number != head {
+		t.Errorf("latest is %d, the highest canonical %d", latest.Number, head)
+	}
+	for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+		if b, err := s.BlockByNumber(ctx, tag); err != nil && !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("%s: %v", tag, err)
+		} else if err == nil && b.Number > head {
+			t.Errorf("%s is block %d, above the head %d", tag, b.Number, head)
+		}
+		if n, found, err := s.tag(tag); err != nil || found && n > head {
+			t.Errorf("%s is %d (%v, %v), above the head %d", tag, n, found, err, head)
+		}
+	}
+	if _, err := s.BlockByNumber(ctx, backend.Pending); err != nil && !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("pending: %v", err)
+	}
+	return head
+}
+
+// tag returns the number a tag holds, for tests.
+func (s *Store) tag(tag backend.BlockNumber) (uint64, bool, error) {
+	key := keySafe
+	if tag == backend.Finalized {
+		key = keyFinalized
+	}
+	var n uint64
+	var found bool
+	err := s.read(context.Background(), func(v *view) error {
+		var err error
+		n, found, err = v.uint64(key)
+		return err
+	})
+	return n, found, err
+}

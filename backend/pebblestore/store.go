@@ -1,0 +1,601 @@
+// Package pebblestore is a persistent chain on local disk, in a Pebble
+// database (github.com/cockroachdb/pebble/v2, the engine of CockroachDB):
+// the embedded store for chains that memstore cannot hold, or that must
+// survive a restart. It implements backend.Backend and backend.Writer with
+// memstore's semantics, and passes backend/backendtest.
+//
+//	s, err := pebblestore.Open(dir, nil) // or &pebblestore.Options{CacheBytes: 4 << 30}
+//	defer s.Close()
+//	err = memstore.Loader{}.LoadInto(dump, s) // import a JSONL dump; again is a no-op
+//	svc := blockrpc.NewService(s)
+//
+// # Data model
+//
+// After go-ethereum and Erigon (keys.go): immutable block records by number
+// and hash in a compact binary encoding (codec.go), a hash→number index, a
+// number→canonical hash index, the total difficulty of each block (in its
+// record, or beside it when learnt later), the tags, the chain id and the
+// pending block.
+//
+// Every call of a Writer method is one Pebble batch, committed atomically:
+// a block with its indexes, a reorganisation with every canonical entry it
+// changes, a tag. A process killed at any point (TestCrash kills real
+// ones) reopens to the state after the last committed call. By default a
+// commit reaches the operating system but is not synced to the disk: a
+// killed process loses nothing, a crash of the machine may lose the last
+// writes but leaves the store consistent (Pebble replays its log up to the
+// last whole batch). Options.Sync syncs every commit.
+//
+// Readers take no lock: each call reads through one Pebble iterator, a
+// point-in-time view, so that a block asked for by number or tag is the
+// one that was canonical at one instant, and a reorganisation is seen
+// whole or not at all.
+//
+// A store holds one chain: the first block numbered 0 it is given is its
+// genesis, and another block 0 is refused with ErrOtherChain, so a dump of
+// another chain fails on its first line. Blocks whose transactions are
+// signed for another chain id are refused as memstore refuses them.
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/holiman/uint256"
+)
+
+// A Store is read as a backend.Backend and written as a backend.Writer.
+var (
+	_ backend.Backend = (*Store)(nil)
+	_ backend.Writer  = (*Store)(nil)
+)
+
+// Options configure a Store. The zero value, or nil, is the defaults.
+type Options struct {
+	// CacheBytes is the size of Pebble's block cache, which holds the
+	// uncompressed blocks of the database's files; the operating system's
+	// page cache holds the files themselves beside it. Zero means
+	// DefaultCacheBytes.
+	//
+	// On a 2-core machine with 24 GiB of memory serving a mainnet-sized
+	// store, 4 GiB is a good value: the recent blocks and every index stay
+	// in the cache, and the page cache keeps most of the rest. On a large
+	// server (32 cores or more, 256 GiB) give it a quarter of the memory,
+	// 32 to 64 GiB, and leave the rest to the page cache and the answer
+	// cache of the handler.
+	CacheBytes int64
+
+	// MemTableBytes bounds each in-memory table of recent writes (Pebble
+	// keeps up to two while one is written out). Zero means
+	// DefaultMemTableBytes: enough for an import to write large files.
+	MemTableBytes int64
+
+	// Sync makes every write wait until it is on the disk, so that a crash
+	// of the machine (not only of the process) loses nothing committed.
+	// It costs a disk flush per block written, which slows an import by
+	// an order of magnitude.
+	Sync bool
+}
+
+// The defaults of Options.
+const (
+	DefaultCacheBytes    = 512 << 20
+	DefaultMemTableBytes = 64 << 20
+)
+
+// ErrOtherChain is matched (errors.Is) by the error of a block numbered 0
+// other than the store's genesis: the store holds another chain.
+var ErrOtherChain = errors.New("the store holds another chain")
+
+// ErrClosed is returned by the methods of a closed Store.
+var ErrClosed = errors.New("pebblestore: closed")
+
+// Store is a chain in a Pebble database. It is safe for concurrent use:
+// readers never wait for each other or for writers; writers are serialised.
+type Store struct {
+	dir       string
+	db        *pebble.DB
+	cache     interface{ Unref() }
+	writeOpts *pebble.WriteOptions
+
+	// closing guards db against Close: readers and writers hold it for
+	// reading.
+	closing sync.RWMutex
+	closed  bool
+
+	// wmu serialises writers; st is the state they keep, which mirrors
+	// the committed database.
+	wmu sync.Mutex
+	st  state
+}
+
+// state is what the writer keeps in memory of the committed database.
+type state struct {
+	// lowest and highest bound the canonical numbers, when hasCanonical.
+	lowest, highest uint64
+	hasCanonical    bool
+	genesis         backend.Hash
+	hasGenesis      bool
+	chainID         chainIDState
+}
+
+// Open opens the store in dir, creating it when dir holds none. A
+// directory that holds another Pebble database, or a store of another
+// schema version, is refused. Only one process can have a store open.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.MemTableBytes <= 0 {
+		o.MemTableBytes = DefaultMemTableBytes
+	}
+	cache := pebble.NewCache(o.CacheBytes)
+	defer cache.Unref() // the database holds its own reference
+	po := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                uint64(o.MemTableBytes),
+		MemTableStopWritesThreshold: 2,
+		MaxOpenFiles:                4096,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      quietLogger{},
+		CompactionConcurrencyRange:  func() (int, int) { return 1, max(1, runtime.NumCPU()) },
+	}
+	for i := range po.Levels {
+		l := &po.Levels[i]
+		l.FilterPolicy = bloom.FilterPolicy(10)
+		l.FilterType = pebble.TableFilter
+		l.BlockSize = blockSize
+		l.Compression = func() *sstable.CompressionProfile { return compression }
+	}
+	po.EnsureDefaults()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
+	}
+	s := &Store{dir: dir, db: db, writeOpts: pebble.NoSync}
+	cache.Ref()
+	s.cache = cache
+	if o.Sync {
+		s.writeOpts = pebble.Sync
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		cache.Unref()
+		return nil, fmt.Errorf("pebblestore: %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// compression is the block compression of every level: Pebble's
+// "balanced" profile, zstd at level 1 for data blocks where it saves
+// enough, MinLZ for the rest. Block records compress by a fifth
+// (TestEncodingSizes: calldata is mostly zero padding), which is what
+// keeps the store below the size of the chain's RLP.
+var compression = sstable.BalancedCompression
+
+// blockSize is the target size of the data blocks of the database's files.
+var blockSize = 32 << 10
+
+// load checks the schema version, writing it into a new store, and reads
+// the writer's state.
+func (s *Store) load() error {
+	v, found, err := get(s.db, keyVersion)
+	if err != nil {
+		return err
+	}
+	if !found {
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		empty := !it.First()
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if !empty {
+			return errors.New("the directory holds a Pebble database that is not a block store")
+		}
+		return s.db.Set(keyVersion, encodeUint64(schemaVersion), pebble.Sync)
+	}
+	if n, ok := decodeUint64(v); !ok || n != schemaVersion {
+		return fmt.Errorf("a store of schema version %x, want %d", v, schemaVersion)
+	}
+	if g, found, err := get(s.db, keyGenesis); err != nil {
+		return err
+	} else if found {
+		if len(g) != len(s.st.genesis) {
+			return errCorrupt
+		}
+		copy(s.st.genesis[:], g)
+		s.st.hasGenesis = true
+	}
+	if c, found, err := get(s.db, keyChainID); err != nil {
+		return err
+	} else if found {
+		var ok bool
+		if s.st.chainID, ok = decodeChainID(c); !ok {
+			return errCorrupt
+		}
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCanonical}, UpperBound: []byte{prefixCanonical + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	if it.First() {
+		s.st.lowest, _ = decodeUint64(it.Key()[1:])
+		it.Last()
+		s.st.highest, _ = decodeUint64(it.Key()[1:])
+		s.st.hasCanonical = true
+	}
+	return it.Error()
+}
+
+// get reads a key from a database or an indexed batch, and copies the value.
+func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = bytes.Clone(v)
+	return v, true, closer.Close()
+}
+
+// Close closes the store, waiting for the calls in progress; the methods
+// of a closed store return ErrClosed.
+func (s *Store) Close() error {
+	s.closing.Lock()
+	defer s.closing.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.db.Close()
+	s.cache.Unref()
+	return err
+}
+
+// Dir returns the directory of the store.
+func (s *Store) Dir() string { return s.dir }
+
+// Genesis returns the hash of the store's block 0, and false while it has
+// none.
+func (s *Store) Genesis() (backend.Hash, bool) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.st.genesis, s.st.hasGenesis
+}
+
+// quietLogger drops Pebble's informational lines and keeps its errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	pebble.DefaultLogger.Errorf(format, args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}
+
+// view is a point-in-time view of the database for one read call.
+type view struct {
+	it *pebble.Iterator
+}
+
+// read runs f on a view of the database, unless ctx is done or the store
+// closed.
+func (s *Store) read(ctx context.Context, f func(v *view) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.closing.RLock()
+	defer s.closing.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	err = f(&view{it: it})
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// get returns the value of key, which is valid until the next call.
+func (v *view) get(key []byte) ([]byte, bool, error) {
+	if !v.it.SeekPrefixGE(key) || !bytes.Equal(v.it.Key(), key) {
+		return nil, false, v.it.Error()
+	}
+	val, err := v.it.ValueAndErr()
+	return val, err == nil, err
+}
+
+func (v *view) uint64(key []byte) (uint64, bool, error) {
+	val, found, err := v.get(key)
+	if !found {
+		return 0, false, err
+	}
+	n, ok := decodeUint64(val)
+	if !ok {
+		return 0, false, errCorrupt
+	}
+	return n, true, nil
+}
+
+func (v *view) hashAt(key []byte) (backend.Hash, bool, error) {
+	var h backend.Hash
+	val, found, err := v.get(key)
+	if !found {
+		return h, false, err
+	}
+	if len(val) != len(h) {
+		return h, false, errCorrupt
+	}
+	copy(h[:], val)
+	return h, true, nil
+}
+
+// canonicalEnd returns the canonical entry at the low or high end of the
+// chain.
+func (v *view) canonicalEnd(highest bool) (uint64, bool, error) {
+	var ok bool
+	if highest {
+		ok = v.it.SeekLT([]byte{prefixCanonical + 1})
+	} else {
+		ok = v.it.SeekGE([]byte{prefixCanonical})
+	}
+	if !ok || v.it.Key()[0] != prefixCanonical {
+		return 0, false, v.it.Error()
+	}
+	n, ok := decodeUint64(v.it.Key()[1:])
+	if !ok {
+		return 0, false, errCorrupt
+	}
+	return n, true, nil
+}
+
+// block reads the record of the block number/hash with its total
+// difficulties.
+func (v *view) block(number uint64, hash backend.Hash, parts decodeParts) (*entry, bool, error) {
+	val, found, err := v.get(recordKey(number, hash))
+	if !found {
+		return nil, false, err
+	}
+	r, err := decodeBlock(val, parts)
+	if err != nil {
+		return nil, false, fmt.Errorf("block %d (%s): %w", number, hash, err)
+	}
+	if r.complete() {
+		return r, true, nil
+	}
+	val, found, err = v.get(tdKey(number, hash))
+	if err != nil {
+		return nil, false, err
+	}
+	if found {
+		t, err := decodeTD(val)
+		if err != nil || len(t.uncles) != len(r.uncles) {
+			return nil, false, fmt.Errorf("block %d (%s): total difficulties: %w", number, hash, errCorrupt)
+		}
+		r.setTD(t)
+	}
+	return r, true, nil
+}
+
+// complete reports whether every total difficulty of the record is known.
+// entry is a decoded block record.
+type entry struct {
+	block  *backend.Block
+	uncles []*backend.Uncle
+}
+
+// decodeParts says how much of a block record to decode.
+type decodeParts int
+
+const (
+	decodeUncles decodeParts = iota // the header and the uncles
+	decodeAll
+)
+
+// decodeBlock decodes a block record, whole or its front.
+func decodeBlock(rec []byte, parts decodeParts) (*entry, error) {
+	decode := record.DecodeHeader
+	if parts == decodeAll {
+		decode = record.Decode
+	}
+	b, uncles, err := decode(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &entry{block: b, uncles: uncles}, nil
+}
+
+func (r *entry) complete() bool { return r.td().complete() }
+
+func (r *entry) td() *tdInfo {
+	t := &tdInfo{block: r.block.TotalDifficulty, uncles: make([]*uint256.Int, len(r.uncles))}
+	for i, u := range r.uncles {
+		t.uncles[i] = u.TotalDifficulty
+	}
+	return t
+}
+
+// setTD takes the values of t that the record lacks.
+func (r *entry) setTD(t *tdInfo) {
+	if r.block.TotalDifficulty == nil {
+		r.block.TotalDifficulty = t.block
+	}
+	for i, u := range r.uncles {
+		if u.TotalDifficulty == nil {
+			u.TotalDifficulty = t.uncles[i]
+		}
+	}
+}
+
+// byNumber reads the canonical block at number.
+func (v *view) byNumber(number uint64, parts decodeParts) (*entry, bool, error) {
+	hash, found, err := v.hashAt(canonicalKey(number))
+	if !found {
+		return nil, false, err
+	}
+	r, found, err := v.block(number, hash, parts)
+	if err == nil && !found {
+		err = fmt.Errorf("canonical block %d (%s): %w", number, hash, errCorrupt)
+	}
+	return r, found, err
+}
+
+// byHash reads the block with the given hash.
+func (v *view) byHash(hash backend.Hash, parts decodeParts) (*entry, bool, error) {
+	number, found, err := v.uint64(numberKey(hash))
+	if !found {
+		return nil, false, err
+	}
+	r, found, err := v.block(number, hash, parts)
+	if err == nil && !found {
+		err = fmt.Errorf("block %s of number %d: %w", hash, number, errCorrupt)
+	}
+	return r, found, err
+}
+
+// ChainID implements backend.Backend: the id set with SetChainID, or else
+// the one the stored transactions are signed for.
+func (s *Store) ChainID(ctx context.Context) (uint64, error) {
+	var id uint64
+	err := s.read(ctx, func(v *view) error {
+		val, found, err := v.get(keyChainID)
+		if !found {
+			if err == nil {
+				err = backend.ErrNotFound
+			}
+			return err
+		}
+		c, ok := decodeChainID(val)
+		switch {
+		case !ok:
+			return errCorrupt
+		case !c.known:
+			return backend.ErrNotFound
+		}
+		id = c.id
+		return nil
+	})
+	return id, err
+}
+
+// BlockByNumber implements backend.Backend.
+func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	var b *backend.Block
+	err := s.read(ctx, func(v *view) error {
+		var n uint64
+		var found bool
+		var err error
+		switch number {
+		case backend.Pending:
+			b, err = v.pending()
+			return err
+		case backend.Latest, backend.Earliest:
+			n, found, err = v.canonicalEnd(number == backend.Latest)
+		case backend.Safe:
+			n, found, err = v.uint64(keySafe)
+		case backend.Finalized:
+			n, found, err = v.uint64(keyFinalized)
+		default:
+			var ok bool
+			if n, ok = number.Uint64(); !ok {
+				return fmt.Errorf("pebblestore: invalid block number %v", number)
+			}
+			found = true
+		}
+		if !found {
+			return notFound(err)
+		}
+		r, found, err := v.byNumber(n, decodeAll)
+		if !found {
+			return notFound(err)
+		}
+		b = r.block
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// notFound returns err, or ErrNotFound when it is nil.
+func notFound(err error) error {
+	if err == nil {
+		return backend.ErrNotFound
+	}
+	return err
+}
+
+func (v *view) pending() (*backend.Block, error) {
+	val, found, err := v.get(keyPending)
+	if !found {
+		return nil, notFound(err)
+	}
+	r, err := decodeBlock(val, decodeAll)
+	if err != nil {
+		return nil, fmt.Errorf("the pending block: %w", err)
+	}
+	r.block.Pending = true
+	return r.block, nil
+}
+
+// BlockByHash implements backend.Backend.
+func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	var b *backend.Block
+	err := s.read(ctx, func(v *view) error {
+		r, found, err := v.byHash(hash, decodeAll)
+		if !found {
+			return notFound(err)
+		}
+		b = r.block
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// UncleByBlockHashAndIndex implements backend.Backend.
+func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
+	var u *backend.Uncle
+	err := s.read(ctx, func(v *view) error {
+		r, found, err := v.byHash(hash, decodeUncles)
+		if !found {
+			return notFound(err)
+		}
+		if index >= uint64(len(r.uncles)) {
+			return backend.ErrNotFound
+		}
+		u = r.uncles[index]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}

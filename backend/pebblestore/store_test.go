@@ -1,0 +1,336 @@
+package pebblestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/holiman/uint256"
+)
+
+// reopen closes s and opens its directory again.
+func reopen(t testing.TB, s *Store, opts *Options) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(s.Dir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func dump(t testing.TB, s *memstore.Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// contents returns every key and value of the store's database.
+func contents(t testing.TB, s *Store) map[string]string {
+	t.Helper()
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	m := make(map[string]string)
+	for ok := it.First(); ok; ok = it.Next() {
+		m[string(it.Key())] = string(it.Value())
+	}
+	return m
+}
+
+// TestReopen writes the demo chain with its tags, pending block and side
+// block, reopens the store and compares everything; then writes on
+// after the reopen, as a follower restarted does.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	ref, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, nil)
+	if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(dump(t, ref)), s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+		b, _ := ref.BlockByNumber(ctx, tag)
+		set := s.SetSafe
+		if tag == backend.Finalized {
+			set = s.SetFinalized
+		}
+		if err := set(b.Number); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := ref.BlockByNumber(ctx, backend.Pending)
+	if err := s.SetPending(p); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s, &Options{CacheBytes: 1 << 20})
+	backendtest.TestBackend(t, s, ref, demo.SideHash)
+	if g0, _ := ref.BlockByNumber(ctx, 0); true {
+		if g, ok := s.Genesis(); !ok || g != g0.Hash {
+			t.Errorf("genesis %s, %v; want %s", g, ok, g0.Hash)
+		}
+	}
+
+	// Writing on: a chain built on the reopened store's and a reorg.
+	b := chaintest.New(chaintest.Config{Seed: 2, London: 2, Merge: 5, Shanghai: 6, Cancun: 7, Prague: 7})
+	b.AddBlocks(8, chaintest.Txs(2))
+	fork := b.Fork(4)
+	fork.AddBlocks(5, chaintest.Txs(1))
+	s2 := openTest(t, nil)
+	for n := uint64(0); n <= 6; n++ {
+		if err := s2.AddBlock(b.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 = reopen(t, s2, nil)
+	for n := uint64(7); n <= 8; n++ {
+		if err := s2.AddBlock(b.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := uint64(5); n <= 9; n++ {
+		if err := s2.AddSideBlock(fork.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 = reopen(t, s2, nil)
+	if err := s2.AddBlock(fork.Head()); err != nil {
+		t.Fatal(err)
+	}
+	fork.Reorg()
+	backendtest.TestBackend(t, s2, b.Store(), b.Head().Hash)
+}
+
+// TestOtherChain imports a dump, then one of another chain: refused at its
+// first line, before and after a reopen, and the store is unchanged.
+func TestOtherChain(t *testing.T) {
+	a := chaintest.New(chaintest.Config{Seed: 1})
+	a.AddBlocks(5, chaintest.Txs(1))
+	other := chaintest.New(chaintest.Config{Seed: 2})
+	other.AddBlocks(5, chaintest.Txs(1))
+	s := openTest(t, nil)
+	if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(dump(t, a.Store())), s); err != nil {
+		t.Fatal(err)
+	}
+	before := contents(t, s)
+	for range 2 {
+		err := (&memstore.Loader{}).LoadInto(bytes.NewReader(dump(t, other.Store())), s)
+		var le *memstore.LineError
+		if !errors.Is(err, ErrOtherChain) || !errors.As(err, &le) || le.Line != 1 {
+			t.Fatalf("importing another chain: %v; want ErrOtherChain on line 1", err)
+		}
+		if !strings.Contains(err.Error(), a.Block(0).Hash.String()) {
+			t.Errorf("the error does not name the store's genesis: %v", err)
+		}
+		t.Log(err)
+		if err := s.AddSideBlock(other.Block(0)); !errors.Is(err, ErrOtherChain) {
+			t.Errorf("another genesis as a side block: %v; want ErrOtherChain", err)
+		}
+		s = reopen(t, s, nil)
+	}
+	if after := contents(t, s); len(after) != len(before) {
+		t.Errorf("the refused imports changed the store: %d keys, then %d", len(before), len(after))
+	}
+	backendtest.TestBackend(t, s, a.Store())
+}
+
+// TestImportTwice imports the same dump twice: the second changes nothing
+// and commits nothing.
+func TestImportTwice(t *testing.T) {
+	ref, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dump(t, ref)
+	s := openTest(t, nil)
+	if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(d), s); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, s, nil)
+	before := contents(t, s)
+	seq := s.db.Metrics().WAL.BytesIn
+	if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(d), s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.db.Metrics().WAL.BytesIn; got != seq {
+		t.Errorf("the second import wrote %d bytes to the log", got-seq)
+	}
+	after := contents(t, s)
+	if len(after) != len(before) {
+		t.Fatalf("%d keys, then %d", len(before), len(after))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("key %x changed", k)
+		}
+	}
+	want, err := memstore.Load(bytes.NewReader(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.TestBackend(t, s, want, demo.SideHash)
+}
+
+// TestNotAStore refuses a directory holding another Pebble database.
+func TestNotAStore(t *testing.T) {
+	dir := t.TempDir()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set([]byte("x"), []byte("y"), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if s, err := Open(dir, nil); err == nil {
+		s.Close()
+		t.Fatal("a directory of another database opened as a store")
+	} else {
+		t.Log(err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s := openTest(t, nil)
+	b := chaintest.New(chaintest.Config{Seed: 1})
+	if err := s.AddBlock(b.Head()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := s.BlockByNumber(ctx, 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("BlockByNumber after Close: %v", err)
+	}
+	if _, err := s.BlockByHash(ctx, b.Head().Hash); !errors.Is(err, ErrClosed) {
+		t.Errorf("BlockByHash after Close: %v", err)
+	}
+	if err := s.AddBlock(b.Head()); !errors.Is(err, ErrClosed) {
+		t.Errorf("AddBlock after Close: %v", err)
+	}
+	if err := s.SetSafe(0); !errors.Is(err, ErrClosed) {
+		t.Errorf("SetSafe after Close: %v", err)
+	}
+}
+
+// TestDifferential writes random sequences of blocks of a tree of branches
+// (uncles, side chains, blocks before their parents, with and without
+// their total difficulty, now and then a wrong one) and tags into the
+// store and into memstore: each write must succeed or fail in both, and
+// both must serve the same, across reopens.
+func TestDifferential(t *testing.T) {
+	main := chaintest.New(chaintest.Config{Seed: 4, London: 2, Merge: 12, Shanghai: 12, Cancun: 14, Prague: 14})
+	main.AddBlocks(16, func(i int, g *chaintest.BlockGen) {
+		chaintest.Txs(1)(i, g)
+		if n := g.Number(); n >= 2 && n < 12 && n%3 != 0 {
+			g.AddUncle()
+		}
+	})
+	branches := []*chaintest.Builder{main}
+	for _, at := range []uint64{1, 3, 6, 9, 13} {
+		f := main.Fork(at)
+		f.AddBlocks(1+int(at%4), chaintest.Txs(1))
+		branches = append(branches, f)
+	}
+	deeper := branches[3].Fork(branches[3].Head().Number - 1)
+	deeper.AddBlocks(3, nil)
+	branches = append(branches, deeper)
+
+	pool := map[backend.Hash]sample{}
+	src := main.Store()
+	for _, br := range branches {
+		for n := br.Head().Number; ; n-- {
+			b := br.Block(n)
+			pool[b.Hash] = sampleOf(t, src, b)
+			if n == 0 {
+				break
+			}
+		}
+	}
+	var hashes []backend.Hash
+	for h := range pool {
+		hashes = append(hashes, h)
+	}
+	// A stable order, for seeds to mean the same sequence.
+	sortHashes(hashes)
+
+	for seed := range uint64(12) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		want := memstore.New()
+		got := openTest(t, nil)
+		for op := range 60 {
+			var gerr, werr error
+			what := ""
+			switch r := rng.IntN(20); {
+			case r < 16:
+				s := pool[hashes[rng.IntN(len(hashes))]]
+				b := s.block.Copy()
+				switch rng.IntN(6) {
+				case 0, 1:
+					b.TotalDifficulty = nil
+				case 2:
+					if b.TotalDifficulty != nil && rng.IntN(4) == 0 {
+						b.TotalDifficulty = new(uint256.Int).AddUint64(b.TotalDifficulty, 1)
+					}
+				}
+				canonical := rng.IntN(3) > 0
+				what = "AddBlock " + b.Hash.String()
+				if canonical {
+					werr, gerr = want.AddBlock(b, s.uncles...), got.AddBlock(b, s.uncles...)
+				} else {
+					what = "AddSideBlock " + b.Hash.String()
+					werr, gerr = want.AddSideBlock(b, s.uncles...), got.AddSideBlock(b, s.uncles...)
+				}
+			case r < 18:
+				n := rng.Uint64N(22)
+				what = "SetSafe"
+				werr, gerr = want.SetSafe(n), got.SetSafe(n)
+			case r < 19:
+				n := rng.Uint64N(22)
+				what = "SetFinalized"
+				werr, gerr = want.SetFinalized(n), got.SetFinalized(n)
+			default:
+				got = reopen(t, got, nil)
+				continue
+			}
+			if (werr == nil) != (gerr == nil) {
+				t.Fatalf("seed %d op %d %s: memstore %v, pebblestore %v", seed, op, what, werr, gerr)
+			}
+		}
+		if _, err := want.BlockByNumber(context.Background(), backend.Latest); err != nil {
+			continue
+		}
+		backendtest.TestBackend(t, got, want, hashes...)
+		if t.Failed() {
+			t.Fatalf("seed %d", seed)
+		}
+	}
+}
+
+func sortHashes(h []backend.Hash) {
+	for i := 1; i < len(h); i++ {
+		for j := i; j > 0 && bytes.Compare(h[j][:], h[j-1][:]) < 0; j-- {
+			h[j], h[j-1] = h[j-1], h[j]
+		}
+	}
+}

@@ -1,0 +1,608 @@
+package pebblestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
+	"github.com/blockrpc/blockrpc/hexutil"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/holiman/uint256"
+)
+
+// AddBlock implements backend.Writer with memstore's semantics (see
+// memstore.Store.AddBlock): the block is checked with backend.Seal, its
+// total difficulty settled against its parent's, and it becomes canonical
+// at its number, the chain reorganising around it. The block, its indexes
+// and every canonical entry that changes are one atomic batch. A block
+// already stored is only made canonical again, which writes nothing when
+// it already is: importing the same dump twice changes nothing.
+//
+// A block numbered 0 other than the store's genesis is refused with
+// ErrOtherChain.
+func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return s.add(block, uncles, true)
+}
+
+// AddSideBlock implements backend.Writer: it stores a block as AddBlock
+// does, checks included, and leaves the canonical chain as it is.
+func (s *Store) AddSideBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return s.add(block, uncles, false)
+}
+
+var errPendingInAdd = errors.New("a pending block is set with SetPending, not added")
+
+// blockError names the block an error is about.
+func blockError(b *backend.Block, err error) error {
+	return fmt.Errorf("block %d (%s): %w", b.Number, b.Hash, err)
+}
+
+func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
+	if block.Pending {
+		return errPendingInAdd
+	}
+	b, us := block.Copy(), make([]*backend.Uncle, len(uncles))
+	for i, u := range uncles {
+		us[i] = u.Copy()
+	}
+	if err := backend.Seal(b, us); err != nil {
+		return blockError(b, err)
+	}
+	chainID, err := b.SignedChainID()
+	if err != nil {
+		return blockError(b, err)
+	}
+	return s.write(func(w *write) error {
+		if err := w.st.agreeChainID(chainID); err != nil {
+			return blockError(b, err)
+		}
+		if b.Number == 0 && w.st.hasGenesis && b.Hash != w.st.genesis {
+			return blockError(b, fmt.Errorf("pebblestore: %w: %s holds the chain whose genesis is %s", ErrOtherChain, s.dir, w.st.genesis))
+		}
+		_, stored, err := w.numberOf(b.Hash)
+		if err != nil {
+			return err
+		}
+		if stored {
+			if err := w.readd(b); err != nil {
+				return blockError(b, err)
+			}
+		} else {
+			if err := w.insert(b, us); err != nil {
+				return blockError(b, err)
+			}
+			w.bindChainID(chainID)
+			if b.Number == 0 && !w.st.hasGenesis {
+				w.st.genesis, w.st.hasGenesis = b.Hash, true
+				w.set(keyGenesis, b.Hash[:])
+			}
+		}
+		if canonical {
+			return w.makeCanonical(b.Number, b.Hash)
+		}
+		return nil
+	})
+}
+
+// write is one Writer call: a batch that reads its own writes, and the
+// writer's state as the batch leaves it.
+type write struct {
+	s     *Store
+	batch *pebble.Batch
+	st    state
+	// chainIDChanged tells that st.chainID must be written.
+	chainIDChanged bool
+}
+
+// write runs f under the writer lock and commits what it wrote, unless it
+// fails: then nothing of it is stored.
+func (s *Store) write(f func(w *write) error) error {
+	s.closing.RLock()
+	defer s.closing.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	w := &write{s: s, batch: s.db.NewIndexedBatch(), st: s.st}
+	defer w.batch.Close()
+	if err := f(w); err != nil {
+		return err
+	}
+	if w.chainIDChanged {
+		w.set(keyChainID, encodeChainID(w.st.chainID))
+	}
+	if w.batch.Empty() {
+		return nil
+	}
+	if err := w.batch.Commit(s.writeOpts); err != nil {
+		return fmt.Errorf("pebblestore: committing: %w", err)
+	}
+	s.st = w.st
+	return nil
+}
+
+func (w *write) set(key, value []byte) {
+	// An indexed batch fails only when it is closed or read-only.
+	if err := w.batch.Set(key, value, nil); err != nil {
+		panic(err)
+	}
+}
+
+func (w *write) delete(key []byte) {
+	if err := w.batch.Delete(key, nil); err != nil {
+		panic(err)
+	}
+}
+
+// agreeChainID checks a block's chain id against the store's.
+func (st *state) agreeChainID(id *uint256.Int) error {
+	if id != nil && st.chainID.known && id.Uint64() != st.chainID.id {
+		return &backend.MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(st.chainID.id) + " (of the store)"}
+	}
+	return nil
+}
+
+// bindChainID makes a stored block's chain id the store's, for good.
+func (w *write) bindChainID(id *uint256.Int) {
+	if id == nil {
+		return
+	}
+	c := chainIDState{id: id.Uint64(), known: true, bound: true}
+	if c != w.st.chainID {
+		w.st.chainID, w.chainIDChanged = c, true
+	}
+}
+
+func (w *write) numberOf(hash backend.Hash) (uint64, bool, error) {
+	v, found, err := get(w.batch, numberKey(hash))
+	if !found {
+		return 0, false, err
+	}
+	n, ok := decodeUint64(v)
+	if !ok {
+		return 0, false, errCorrupt
+	}
+	return n, true, nil
+}
+
+func (w *write) canonical(number uint64) (backend.Hash, bool, error) {
+	var h backend.Hash
+	v, found, err := get(w.batch, canonicalKey(number))
+	if !found {
+		return h, false, err
+	}
+	if len(v) != len(h) {
+		return h, false, errCorrupt
+	}
+	copy(h[:], v)
+	return h, true, nil
+}
+
+// parentOf returns the parent hash of a stored block, read from its
+// record without decoding it.
+func (w *write) parentOf(number uint64, hash backend.Hash) (backend.Hash, error) {
+	v, closer, err := w.batch.Get(recordKey(number, hash))
+	if err != nil {
+		return backend.Hash{}, fmt.Errorf("block %d (%s): %w", number, hash, err)
+	}
+	defer closer.Close()
+	return record.ParentHash(v)
+}
+
+// stored reads a stored block's header and uncles with their total
+// difficulties, or nil when the block is not stored.
+func (w *write) stored(hash backend.Hash) (*entry, uint64, error) {
+	number, found, err := w.numberOf(hash)
+	if !found {
+		return nil, 0, err
+	}
+	v, found, err := get(w.batch, recordKey(number, hash))
+	if err != nil {
+		return nil, 0, err
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("block %d (%s): %w", number, hash, errCorrupt)
+	}
+	r, err := decodeBlock(v, decodeUncles)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !r.complete() {
+		v, found, err := get(w.batch, tdKey(number, hash))
+		if err != nil {
+			return nil, 0, err
+		}
+		if found {
+			t, err := decodeTD(v)
+			if err != nil || len(t.uncles) != len(r.uncles) {
+				return nil, 0, errCorrupt
+			}
+			r.setTD(t)
+		}
+	}
+	return r, number, nil
+}
+
+// tdOf returns the total difficulty of a stored block, or nil.
+func (w *write) tdOf(hash backend.Hash) (*uint256.Int, error) {
+	r, _, err := w.stored(hash)
+	if r == nil {
+		return nil, err
+	}
+	return r.block.TotalDifficulty, nil
+}
+
+// insert writes a block that is not stored yet, as memstore.Store.add
+// does: its total difficulty and its uncles' are settled against their
+// parents', and those it gives to stored descendants are written.
+func (w *write) insert(b *backend.Block, uncles []*backend.Uncle) error {
+	parentTD, err := w.tdOf(b.ParentHash)
+	if err != nil {
+		return err
+	}
+	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
+		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
+	}
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
+		return err
+	}
+	// The parents whose total difficulty is unknown: learning it will
+	// update this block's or uncle's, which the child index finds.
+	// Children of a parent whose total is known have theirs settled
+	// from it now, and need no entry.
+	if parentTD == nil {
+		w.set(childKey(b.ParentHash, b.Hash, childBlock), nil)
+	}
+	for i, u := range uncles {
+		td, err := w.tdOf(u.ParentHash)
+		if err != nil {
+			return err
+		}
+		if err := backend.SettleTotalDifficulty(fmt.Sprintf("uncle %d: totalDifficulty", i), &u.TotalDifficulty, td, &u.Difficulty); err != nil {
+			return err
+		}
+		if td == nil {
+			w.set(childKey(u.ParentHash, b.Hash, uint32(i)), nil)
+		}
+	}
+	var updates map[child]*uint256.Int
+	if b.TotalDifficulty != nil {
+		if updates, err = w.descendantTDs(b.Hash, b.TotalDifficulty); err != nil {
+			return err
+		}
+	}
+	w.set(recordKey(b.Number, b.Hash), record.Append(make([]byte, 0, b.Size+uint64(64*len(b.Transactions)+512)), b, uncles))
+	w.set(numberKey(b.Hash), encodeUint64(b.Number))
+	return w.applyTDs(updates)
+}
+
+// readd checks what a block added again gives against the stored block. A
+// total difficulty given for a stored block without one becomes known: the
+// block and its stored descendants take it, as if it were new.
+func (w *write) readd(b *backend.Block) error {
+	given := b.TotalDifficulty
+	if given == nil {
+		return nil
+	}
+	stored, err := w.tdOf(b.Hash)
+	switch {
+	case err != nil:
+		return err
+	case stored != nil:
+		if !given.Eq(stored) {
+			return &backend.MismatchError{Field: "totalDifficulty", Given: hexutil.EncodeU256(given), Computed: hexutil.EncodeU256(stored) + " (stored)"}
+		}
+		return nil
+	}
+	updates, err := w.descendantTDs(b.Hash, given)
+	if err != nil {
+		return err
+	}
+	updates[child{hash: b.Hash, uncle: childBlock}] = given
+	return w.applyTDs(updates)
+}
+
+// child is a block (uncle childBlock) or an uncle of the block hash.
+type child struct {
+	hash  backend.Hash
+	uncle uint32
+}
+
+// descendantTDs works out the total difficulty that a block's total, td,
+// gives to its stored descendants (blocks and uncles) that have none, and
+// checks it against those that have one.
+func (w *write) descendantTDs(hash backend.Hash, td *uint256.Int) (map[child]*uint256.Int, error) {
+	updates := make(map[child]*uint256.Int)
+	type pending struct {
+		parent backend.Hash
+		td     *uint256.Int
+	}
+	queue := []pending{{hash, td}}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		children, err := w.children(p.parent)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range children {
+			r, _, err := w.stored(c.hash)
+			if err != nil {
+				return nil, err
+			}
+			if r == nil {
+				return nil, fmt.Errorf("the child %s of %s: %w", c.hash, p.parent, errCorrupt)
+			}
+			header, have := &r.block.Header, r.block.TotalDifficulty
+			if c.uncle != childBlock {
+				if int(c.uncle) >= len(r.uncles) {
+					return nil, errCorrupt
+				}
+				header, have = &r.uncles[c.uncle].Header, r.uncles[c.uncle].TotalDifficulty
+			}
+			td := new(uint256.Int).Add(p.td, &header.Difficulty)
+			if have != nil {
+				if !have.Eq(td) {
+					return nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", c.hash, have.Hex(), td.Hex())
+				}
+				continue
+			}
+			updates[c] = td
+			if c.uncle == childBlock {
+				queue = append(queue, pending{c.hash, td})
+			}
+		}
+	}
+	return updates, nil
+}
+
+// children lists the child entries of parent.
+func (w *write) children(parent backend.Hash) ([]child, error) {
+	prefix := childPrefix(parent)
+	it, err := w.batch.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var out []child
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()[len(prefix):]
+		if len(k) != 32+4 {
+			it.Close()
+			return nil, errCorrupt
+		}
+		var c child
+		copy(c.hash[:], k)
+		c.uncle = uint32(k[32])<<24 | uint32(k[33])<<16 | uint32(k[34])<<8 | uint32(k[35])
+		out = append(out, c)
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// applyTDs writes the total difficulties descendantTDs worked out, beside
+// the records, which stay as they were written.
+func (w *write) applyTDs(updates map[child]*uint256.Int) error {
+	byBlock := make(map[backend.Hash][]child)
+	for c := range updates {
+		byBlock[c.hash] = append(byBlock[c.hash], c)
+	}
+	for hash, cs := range byBlock {
+		r, number, err := w.stored(hash)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return fmt.Errorf("block %s: %w", hash, errCorrupt)
+		}
+		t := r.td()
+		for _, c := range cs {
+			if c.uncle == childBlock {
+				t.block = updates[c]
+			} else {
+				t.uncles[c.uncle] = updates[c]
+			}
+		}
+		w.set(tdKey(number, hash), encodeTD(t))
+	}
+	return nil
+}
+
+// makeCanonical makes hash the canonical block at number, reorganising the
+// chain around it as memstore does: the known ancestors become canonical
+// down to the first that already is, and above the block the chain
+// continues only through its children.
+func (w *write) makeCanonical(number uint64, hash backend.Hash) error {
+	old, had, err := w.canonical(number)
+	if err != nil {
+		return err
+	}
+	replaced := had && old != hash
+	if !had || replaced {
+		w.setCanonical(number, hash)
+	}
+	parent, err := w.parentOf(number, hash)
+	if err != nil {
+		return err
+	}
+	for n := number; n > 0; n-- {
+		pn, stored, err := w.numberOf(parent)
+		if err != nil {
+			return err
+		}
+		if !stored || pn != n-1 {
+			break
+		}
+		cur, had, err := w.canonical(n - 1)
+		if err != nil {
+			return err
+		}
+		if had && cur == parent {
+			break
+		}
+		if had {
+			replaced = true
+		}
+		w.setCanonical(n-1, parent)
+		next, err := w.parentOf(n-1, parent)
+		if err != nil {
+			return err
+		}
+		parent = next
+	}
+	if !replaced {
+		return nil
+	}
+	// (n < highest keeps n+1 from wrapping past the largest number.)
+	for n := number; n < w.st.highest; n++ {
+		h, ok, err := w.canonical(n + 1)
+		if err != nil {
+			return err
+		}
+		if ok {
+			below, _, err := w.canonical(n)
+			if err != nil {
+				return err
+			}
+			p, err := w.parentOf(n+1, h)
+			if err != nil {
+				return err
+			}
+			if p == below {
+				continue
+			}
+		}
+		return w.dropCanonicalFrom(n + 1)
+	}
+	return nil
+}
+
+func (w *write) setCanonical(number uint64, hash backend.Hash) {
+	if !w.st.hasCanonical {
+		w.st.lowest, w.st.highest, w.st.hasCanonical = number, number, true
+	}
+	w.st.lowest, w.st.highest = min(w.st.lowest, number), max(w.st.highest, number)
+	w.set(canonicalKey(number), hash[:])
+}
+
+// dropCanonicalFrom removes the canonical entries at number and above.
+func (w *write) dropCanonicalFrom(number uint64) error {
+	it, err := w.batch.NewIter(&pebble.IterOptions{LowerBound: canonicalKey(number), UpperBound: []byte{prefixCanonical + 1}})
+	if err != nil {
+		return err
+	}
+	var keys [][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		keys = append(keys, bytes.Clone(it.Key()))
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		w.delete(k)
+	}
+	// The highest left is the last entry below number.
+	it, err = w.batch.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCanonical}, UpperBound: canonicalKey(number)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	if !it.Last() {
+		w.st.hasCanonical, w.st.lowest, w.st.highest = false, 0, 0
+		return it.Error()
+	}
+	n, ok := decodeUint64(it.Key()[1:])
+	if !ok {
+		return errCorrupt
+	}
+	w.st.highest = n
+	return nil
+}
+
+// SetPending implements backend.Writer: it sets the block served for the
+// "pending" tag, or clears it when block is nil. The block is checked as
+// memstore checks it, and kept in the store.
+func (s *Store) SetPending(block *backend.Block) error {
+	if block == nil {
+		return s.write(func(w *write) error {
+			if _, found, err := get(w.batch, keyPending); err != nil || !found {
+				return err
+			}
+			w.delete(keyPending)
+			return nil
+		})
+	}
+	b := block.Copy()
+	b.Pending = false
+	if err := backend.Seal(b, nil); err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	b.Pending = true
+	chainID, err := b.SignedChainID()
+	if err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	return s.write(func(w *write) error {
+		if err := w.st.agreeChainID(chainID); err != nil {
+			return blockError(b, fmt.Errorf("pending: %w", err))
+		}
+		parentTD, err := w.tdOf(b.ParentHash)
+		if err != nil {
+			return err
+		}
+		if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
+			return blockError(b, fmt.Errorf("pending: %w", err))
+		}
+		w.set(keyPending, record.Append(nil, b, nil))
+		return nil
+	})
+}
+
+// SetSafe implements backend.Writer: the canonical block at number becomes
+// the one the "safe" tag selects. There must be one.
+func (s *Store) SetSafe(number uint64) error {
+	return s.setTag(keySafe, "safe", number)
+}
+
+// SetFinalized implements backend.Writer: the canonical block at number
+// becomes the one the "finalized" tag selects. There must be one.
+func (s *Store) SetFinalized(number uint64) error {
+	return s.setTag(keyFinalized, "finalized", number)
+}
+
+func (s *Store) setTag(key []byte, name string, number uint64) error {
+	return s.write(func(w *write) error {
+		if _, ok, err := w.canonical(number); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("pebblestore: cannot mark block %d %s: no canonical block has that number", number, name)
+		}
+		v := encodeUint64(number)
+		if old, found, err := get(w.batch, key); err != nil || (found && bytes.Equal(old, v)) {
+			return err
+		}
+		w.set(key, v)
+		return nil
+	})
+}
+
+// SetChainID implements backend.Writer: it sets the chain id, for a chain
+// whose transactions do not tell it. It fails when stored transactions are
+// signed for another chain.
+func (s *Store) SetChainID(id uint64) error {
+	return s.write(func(w *write) error {
+		c := w.st.chainID
+		if c.bound && c.id != id {
+			return &backend.MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(c.id) + " (of the stored transactions)"}
+		}
+		c.id, c.known = id, true
+		if c != w.st.chainID {
+			w.st.chainID, w.chainIDChanged = c, true
+		}
+		return nil
+	})
+}
