@@ -56,7 +56,9 @@ type Backend struct {
 	// the Backend's.
 	idChecked []atomic.Bool
 
-	view   atomic.Pointer[view]
+	view atomic.Pointer[view]
+	// stale is set while the view is older than staleAfter (see watch).
+	stale  atomic.Bool
 	cache  *blockCache
 	flight flightGroup
 
@@ -189,17 +191,40 @@ func (b *Backend) wrongChain(ep *endpoint, id uint64) {
 }
 
 // track polls until Close.
+// A poll that fails only like the one before is logged at debug level.
 func (b *Backend) track(ctx context.Context) {
-	defer close(b.done)
+	var watcher sync.WaitGroup
+	watcher.Add(1)
+	go func() {
+		defer watcher.Done()
+		b.watch(ctx)
+	}()
+	defer func() {
+		watcher.Wait()
+		close(b.done)
+	}()
 	t := time.NewTicker(b.cfg.PollInterval)
 	defer t.Stop()
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := b.poll(ctx); err != nil && ctx.Err() == nil {
-				b.cfg.Logger.Warn("upstream: head not updated", "err", err)
+			err := b.poll(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil && failed > 0:
+				b.cfg.Logger.Info("upstream: head updated again", "after_failed_polls", failed)
+				failed = 0
+			case err != nil:
+				failed++
+				level := slog.LevelWarn
+				if failed > 1 {
+					level = slog.LevelDebug
+				}
+				b.cfg.Logger.Log(ctx, level, "upstream: head not updated", "failed_polls", failed, "err", err)
 			}
 		}
 	}
@@ -292,7 +317,7 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		number = 0
 	}
 	if number < 0 {
-		if err := b.fresh(v); err != nil {
+		if err := b.fresh(); err != nil {
 			return nil, err
 		}
 		if tagged == nil {
@@ -314,23 +339,39 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 	if err != nil {
 		return nil, err
 	}
-	if got.block.Number != n {
-		return nil, fmt.Errorf("upstream: asked for block %d, the endpoints gave %d", n, got.block.Number)
-	}
 	if b.cache != nil {
 		b.cache.put(got, final)
 	}
 	return got.block, nil
 }
 
-// fresh refuses a view too old to name the head: when no endpoint has
-// answered a poll for two intervals and a timeout, the latest block it
-// names is a guess, and an error says so better.
-func (b *Backend) fresh(v *view) error {
-	if age := time.Since(v.at); age > 2*b.cfg.PollInterval+b.cfg.Timeout {
-		return fmt.Errorf("upstream: the head is unknown: no endpoint has answered a poll for %s", age.Round(time.Second))
+// fresh refuses tags when the view is too old to name the head: when no
+// endpoint has answered a poll for two intervals and a timeout, the latest
+// block it names is a guess, and an error says so better. The watcher
+// keeps the verdict, so that a request pays no clock reading for it.
+func (b *Backend) fresh() error {
+	if b.stale.Load() {
+		return fmt.Errorf("upstream: the head is unknown: no endpoint has answered a poll for %s", time.Since(b.view.Load().at).Round(time.Second))
 	}
 	return nil
+}
+
+// staleAfter is how old a view may grow before tags are refused.
+func (b *Backend) staleAfter() time.Duration { return 2*b.cfg.PollInterval + b.cfg.Timeout }
+
+// watch marks the view stale once it is older than staleAfter, checking
+// twice a poll interval: a poll that hangs does not delay it.
+func (b *Backend) watch(ctx context.Context) {
+	t := time.NewTicker(b.cfg.PollInterval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.stale.Store(time.Since(b.view.Load().at) > b.staleAfter())
+		}
+	}
 }
 
 // BlockByHash implements backend.Backend.
@@ -371,9 +412,6 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known)
 		if err != nil {
 			return nil, err
-		}
-		if got.block.Hash != hash {
-			return nil, fmt.Errorf("upstream: asked for block %s, the endpoints gave %s", hash, got.block.Hash)
 		}
 		if b.cache != nil {
 			b.cache.put(got, false)

@@ -379,3 +379,54 @@ func TestChainIDOfTransactions(t *testing.T) {
 		t.Errorf("the error %q does not name the chain id", err)
 	}
 }
+
+// TestStaleHeadRefused stops every endpoint answering: once the last poll
+// is older than two intervals and a timeout, the tags fail rather than
+// name a head that may be long gone, while blocks by hash are still
+// served from the cache; the tags come back with the endpoint.
+func TestStaleHeadRefused(t *testing.T) {
+	ctx := context.Background()
+	store := faultChain(t)
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond}, node.URL)
+	latest, err := up.BlockByNumber(ctx, backend.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := up.BlockByNumber(ctx, backend.Latest)
+		if err != nil {
+			if !strings.Contains(err.Error(), "head is unknown") {
+				t.Fatalf("latest while no endpoint answers: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("latest is still served 10 s after every endpoint stopped answering")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, err := up.BlockByHash(ctx, latest.Hash); err != nil || got.Hash != latest.Hash {
+		t.Errorf("a cached block by hash while the head is unknown: %v", err)
+	}
+
+	node.SetFault(nil)
+	for {
+		got, err := up.BlockByNumber(ctx, backend.Latest)
+		if err == nil {
+			if got.Hash != latest.Hash {
+				t.Errorf("latest after the endpoint came back: %s, want %s", got.Hash, latest.Hash)
+			}
+			return
+		}
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatalf("latest after the endpoint came back: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

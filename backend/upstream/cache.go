@@ -3,47 +3,59 @@ package upstream
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blockrpc/blockrpc/backend"
 )
 
-// cacheShards spreads the cache's locks, so that readers on many cores do
+// cacheShards spreads the cache's locks, so that writers on many cores do
 // not queue on one.
 const cacheShards = 16
 
-// blockCache holds verified blocks by hash, least recently used first out
-// when their estimated size passes the bound. A block is immutable by
-// hash, so an entry never goes stale. It also maps the numbers of cached
-// blocks at or below the finalized block to their hashes, which are final
-// too; an entry leaving the cache takes its number with it, so the map is
-// bounded with it.
+// blockCache holds verified blocks by hash within a bound on their
+// estimated size. A block is immutable by hash, so an entry never goes
+// stale. It also maps the numbers of cached blocks at or below the
+// finalized block, which are final too; an entry leaving the cache takes
+// its number with it, so that map is bounded with it.
+//
+// Eviction is CLOCK, a second chance: a hit only sets the entry's
+// referenced bit, under a read lock, and the entry at the back of the
+// list is evicted unless the bit is set, in which case it is cleared and
+// the entry moved to the front. Hits, by far the most frequent operation,
+// then never write the list: a hit costs about what memstore's lookup
+// costs (BenchmarkCacheHit), where a move to the front took a write lock.
 type blockCache struct {
 	shards [cacheShards]cacheShard
 
-	numMu   sync.RWMutex
-	numbers map[uint64]backend.Hash
+	// numbers maps a final block's number to its *cacheEntry. Written once
+	// a block is final and read on every request by number below the
+	// tracker's window, it is the read-mostly case sync.Map is made for.
+	numbers sync.Map
 }
 
 type cacheShard struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	bound   int64
 	used    int64
-	entries map[backend.Hash]*list.Element
-	lru     list.List // of *cacheEntry, most recent at the front
+	entries map[backend.Hash]*cacheEntry
+	clock   list.List // of *cacheEntry, newest at the front
 }
 
 type cacheEntry struct {
-	v    *verified
-	cost int64
-	// final is set when the block's number is in numbers.
+	v          *verified
+	el         *list.Element // in the shard's clock
+	cost       int64
+	referenced atomic.Bool
+	// final is set when the block's number is in numbers; guarded by the
+	// shard's lock.
 	final bool
 }
 
 func newBlockCache(bound int64) *blockCache {
-	c := &blockCache{numbers: make(map[uint64]backend.Hash)}
+	c := new(blockCache)
 	for i := range c.shards {
 		c.shards[i].bound = bound / cacheShards
-		c.shards[i].entries = make(map[backend.Hash]*list.Element)
+		c.shards[i].entries = make(map[backend.Hash]*cacheEntry)
 	}
 	return c
 }
@@ -53,25 +65,34 @@ func (c *blockCache) shard(h backend.Hash) *cacheShard { return &c.shards[h[0]%c
 // get returns the cached block with hash h, or nil.
 func (c *blockCache) get(h backend.Hash) *verified {
 	s := c.shard(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	el, ok := s.entries[h]
-	if !ok {
+	s.mu.RLock()
+	e := s.entries[h]
+	s.mu.RUnlock()
+	if e == nil {
 		return nil
 	}
-	s.lru.MoveToFront(el)
-	return el.Value.(*cacheEntry).v
+	e.touch()
+	return e.v
+}
+
+// touch sets the referenced bit, reading it first: a hot entry's bit is
+// already set, and a store every hit would make its cache line bounce
+// between the cores reading it.
+func (e *cacheEntry) touch() {
+	if !e.referenced.Load() {
+		e.referenced.Store(true)
+	}
 }
 
 // byNumber returns the cached final block at number n, or nil.
 func (c *blockCache) byNumber(n uint64) *verified {
-	c.numMu.RLock()
-	h, ok := c.numbers[n]
-	c.numMu.RUnlock()
+	e, ok := c.numbers.Load(n)
 	if !ok {
 		return nil
 	}
-	return c.get(h)
+	entry := e.(*cacheEntry)
+	entry.touch()
+	return entry.v
 }
 
 // put caches v, and maps its number to it when final is set (the block is
@@ -82,14 +103,13 @@ func (c *blockCache) put(v *verified, final bool) {
 	s := c.shard(h)
 	cost := blockCost(v)
 	s.mu.Lock()
-	if el, ok := s.entries[h]; ok {
-		s.lru.MoveToFront(el)
-		e := el.Value.(*cacheEntry)
+	if e := s.entries[h]; e != nil {
+		e.touch()
 		mark := final && !e.final
 		e.final = e.final || final
 		s.mu.Unlock()
 		if mark {
-			c.setNumber(v.block.Number, h)
+			c.numbers.Store(v.block.Number, e)
 		}
 		return
 	}
@@ -99,55 +119,49 @@ func (c *blockCache) put(v *verified, final bool) {
 	}
 	var evicted []*cacheEntry
 	for s.used+cost > s.bound {
-		el := s.lru.Back()
+		el := s.clock.Back()
 		e := el.Value.(*cacheEntry)
-		s.lru.Remove(el)
+		if e.referenced.Swap(false) {
+			s.clock.MoveToFront(el) // its second chance
+			continue
+		}
+		s.clock.Remove(el)
 		delete(s.entries, e.v.block.Hash)
 		s.used -= e.cost
 		if e.final {
 			evicted = append(evicted, e)
 		}
 	}
-	s.entries[h] = s.lru.PushFront(&cacheEntry{v: v, cost: cost, final: final})
+	e := &cacheEntry{v: v, cost: cost, final: final}
+	e.el = s.clock.PushFront(e)
+	s.entries[h] = e
 	s.used += cost
 	s.mu.Unlock()
 
-	if final || len(evicted) > 0 {
-		c.numMu.Lock()
-		for _, e := range evicted {
-			if c.numbers[e.v.block.Number] == e.v.block.Hash {
-				delete(c.numbers, e.v.block.Number)
-			}
-		}
-		if final {
-			c.numbers[v.block.Number] = h
-		}
-		c.numMu.Unlock()
+	for _, old := range evicted {
+		c.numbers.CompareAndDelete(old.v.block.Number, old)
+	}
+	if final {
+		c.numbers.Store(v.block.Number, e)
 	}
 }
 
-// finalize maps n to h if the block is cached: the tracker saw it become
-// final. A nil cache (the cache is off) has nothing to map.
+// finalize maps n to the block h if it is cached: the tracker saw it
+// become final. A nil cache (the cache is off) has nothing to map.
 func (c *blockCache) finalize(n uint64, h backend.Hash) {
 	if c == nil {
 		return
 	}
 	s := c.shard(h)
 	s.mu.Lock()
-	el, ok := s.entries[h]
-	if ok {
-		el.Value.(*cacheEntry).final = true
+	e := s.entries[h]
+	if e != nil {
+		e.final = true
 	}
 	s.mu.Unlock()
-	if ok {
-		c.setNumber(n, h)
+	if e != nil {
+		c.numbers.Store(n, e)
 	}
-}
-
-func (c *blockCache) setNumber(n uint64, h backend.Hash) {
-	c.numMu.Lock()
-	c.numbers[n] = h
-	c.numMu.Unlock()
 }
 
 // blockCost estimates the memory a cached block takes: its Go values come

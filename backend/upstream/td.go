@@ -117,8 +117,10 @@ func (b *Backend) parentTotalDifficulties(ctx context.Context, ep *endpoint, has
 		if _, done := out[h]; done {
 			continue
 		}
+		// A cached parent without one is asked again, so that the answer
+		// does not depend on what the cache holds.
 		if b.cache != nil {
-			if c := b.cache.get(h); c != nil {
+			if c := b.cache.get(h); c != nil && c.block.TotalDifficulty != nil {
 				out[h] = c.block.TotalDifficulty
 				continue
 			}
