@@ -9,7 +9,7 @@ INTEROP := examples/interop
 # workspace ./... stays within the root module, so the nested modules are
 # named beside it.
 export GOWORK := $(CURDIR)/go.work
-WORKSPACE := ./... ./examples/server/... ./adapters/prometheus/... ./backend/pebblestore/...
+WORKSPACE := ./... ./examples/server/... ./adapters/prometheus/... ./backend/pebblestore/... ./backend/pgstore/...
 
 # The interop module stays out of the workspace, so that go-ethereum never
 # enters the others' build list: its commands run with GOWORK=off.
@@ -20,7 +20,7 @@ INTEROP_GO := cd $(INTEROP) && GOWORK=off $(GO)
 GETH_VERSION = $(shell $(INTEROP_GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
-.PHONY: test check test-root interop geth js bench bench-geth fuzz demo
+.PHONY: test check test-root interop geth js bench bench-geth fuzz demo postgres
 
 ## test: format and vet checks, then every test of every module with -race
 test: check test-root interop
@@ -34,7 +34,7 @@ check:
 
 ## test-root: every test of the workspace's modules (the library,
 ## examples/server, adapters/prometheus), with -race
-test-root:
+test-root: postgres
 	$(GO) test -race -count=1 $(WORKSPACE)
 
 ## interop: the tests against go-ethereum and the JavaScript clients, alone
@@ -80,3 +80,18 @@ fuzz:
 ## demo: regenerate the demo chain that memstore/demo embeds
 demo:
 	$(INTEROP_GO) run ./cmd/demochain -out ../../memstore/demo
+
+## postgres: PostgreSQL 15 for the pgstore tests, which start their own
+## server on loopback with its programs: Debian's package is installed when
+## they are missing (the cluster the package starts is stopped again: the
+## tests need only the programs), and nothing is done when they are there. The tests
+## fail rather than skip without them (BLOCKRPC_PG_REQUIRED).
+export BLOCKRPC_PG_BIN ?= /usr/lib/postgresql/15/bin
+export BLOCKRPC_PG_REQUIRED := 1
+postgres:
+	@if [ ! -x "$(BLOCKRPC_PG_BIN)/initdb" ] || [ ! -x "$(BLOCKRPC_PG_BIN)/postgres" ] || [ ! -x "$(BLOCKRPC_PG_BIN)/pg_basebackup" ]; then \
+	  echo "installing PostgreSQL (apt-get install postgresql) for the pgstore tests"; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y postgresql && \
+	  { $$sudo pg_ctlcluster 15 main stop 2>/dev/null || true; }; \
+	fi

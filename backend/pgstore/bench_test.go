@@ -1,0 +1,300 @@
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/internal/pgtest"
+	"github.com/blockrpc/blockrpc/internal/synth"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// scaleEnv sets the chains BenchmarkScale measures: blocks[:transactions a
+// block], comma-separated. The default keeps make bench quick; the README's
+// figures come from BLOCKRPC_PGSTORE_BENCH=1000:150,100000:15.
+const scaleEnv = "BLOCKRPC_PGSTORE_BENCH"
+
+// benchServer is the server of the benchmarks: durable (fsync and
+// synchronous commit on, unlike the tests'), with the settings a bulk
+// load is given, and shared buffers that hold the 10^5-block chain (a
+// sixth of a 24 GB machine).
+var benchServer = map[string]string{
+	"shared_buffers":     "4GB",
+	"max_wal_size":       "8GB",
+	"checkpoint_timeout": "30min",
+	"max_connections":    "100",
+}
+
+type scaleCase struct {
+	blocks, txs int
+}
+
+func scaleCases(b *testing.B) []scaleCase {
+	spec := os.Getenv(scaleEnv)
+	if spec == "" {
+		spec = "1000:150"
+	}
+	var cases []scaleCase
+	for _, part := range strings.Split(spec, ",") {
+		n, t, _ := strings.Cut(part, ":")
+		c := scaleCase{txs: 150}
+		var err error
+		if c.blocks, err = strconv.Atoi(n); err != nil {
+			b.Fatalf("%s: %v", scaleEnv, err)
+		}
+		if t != "" {
+			if c.txs, err = strconv.Atoi(t); err != nil {
+				b.Fatalf("%s: %v", scaleEnv, err)
+			}
+		}
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// BenchmarkScale measures the stores on synthetic chains of mainnet's
+// shape (internal/synth), memstore beside pgstore in the same run: import
+// (blocks/s, MB/s of block RLP; pgstore through an Importer, with COPY),
+// pgstore's bytes on disk per byte of RLP, and random
+// eth_getBlockByNumber(n, true) through the handler (its answer cache
+// off), 8 requests at a time: p50, p99 and requests/s. pgstore-cold reads
+// with the block cache off, every answer two queries; pgstore-warm with
+// every block in the cache, one query (the canonical hash).
+func BenchmarkScale(b *testing.B) {
+	if err := pgtest.Available(); err != nil {
+		b.Skip(err)
+	}
+	srv, err := pgtest.Start(pgtest.Config{Settings: benchServer})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	url, err := srv.CreateDatabase("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range scaleCases(b) {
+		b.Run(fmt.Sprintf("blocks=%d/txs=%d", c.blocks, c.txs), func(b *testing.B) { benchScale(b, url, c) })
+	}
+}
+
+func benchScale(b *testing.B, url string, c scaleCase) {
+	start := time.Now()
+	gen := synth.New(synth.Config{Seed: uint64(c.blocks), TxsPerBlock: c.txs})
+	blocks := make([]*backend.Block, c.blocks)
+	var rlp int64
+	for i := range blocks {
+		blocks[i] = gen.Next()
+		rlp += int64(blocks[i].Size)
+	}
+	b.Logf("%d blocks, %.1f MB of RLP (%.1f KB a block), generated in %v", c.blocks, float64(rlp)/1e6, float64(rlp)/float64(c.blocks)/1e3, time.Since(start).Round(time.Millisecond))
+	ctx := context.Background()
+
+	var mem *memstore.Store
+	b.Run("import/memstore", func(b *testing.B) {
+		for b.Loop() {
+			mem = memstore.New()
+			for _, blk := range blocks {
+				if err := mem.AddBlock(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		reportImport(b, c.blocks, rlp)
+	})
+
+	var schema string
+	b.Run("import/pgstore", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			s := fmt.Sprintf("scale_%d_%d_%d", c.blocks, c.txs, i)
+			w, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: s, CacheBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			im := w.NewImporter(ctx, nil)
+			for _, blk := range blocks {
+				if err := im.AddBlock(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := im.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			w.Close()
+			if schema == "" {
+				schema = s
+			}
+		}
+		reportImport(b, c.blocks, rlp)
+		disk := diskBytes(b, url, schema)
+		b.ReportMetric(float64(disk)/float64(rlp), "disk/rlp")
+		b.Logf("on disk: %.1f MB for %.1f MB of RLP", float64(disk)/1e6, float64(rlp)/1e6)
+	})
+	if mem == nil || schema == "" {
+		return
+	}
+	blocks = nil // what the stores hold is what is measured from here
+
+	b.Run("bynumber/memstore", func(b *testing.B) { benchByNumber(b, mem, c.blocks) })
+	mem = nil
+	runtime.GC()
+	for _, r := range []struct {
+		name  string
+		cache int64
+	}{{"pgstore-cold", -1}, {"pgstore-warm", 4 * rlp}} {
+		b.Run("bynumber/"+r.name, func(b *testing.B) {
+			rd, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, CacheBytes: r.cache, MaxConns: 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rd.Close()
+			if r.cache > 0 {
+				prefill(b, rd, c.blocks)
+			}
+			benchByNumber(b, rd, c.blocks)
+		})
+	}
+}
+
+// prefill reads every block once, 8 at a time, into the reader's cache.
+func prefill(b *testing.B, rd *pgstore.Reader, blocks int) {
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := next.Add(1) - 1; n < int64(blocks); n = next.Add(1) - 1 {
+				if _, err := rd.BlockByNumber(context.Background(), backend.BlockNumber(n)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.Logf("cache filled with %d blocks in %v", blocks, time.Since(start).Round(time.Millisecond))
+}
+
+func reportImport(b *testing.B, blocks int, rlp int64) {
+	per := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(blocks)/per, "blocks/s")
+	b.ReportMetric(float64(rlp)/per/1e6, "MB/s")
+}
+
+// diskBytes returns what the schema's tables take, indexes and TOAST
+// included.
+func diskBytes(b *testing.B, url, schema string) int64 {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT c.relname, pg_total_relation_size(c.oid)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY 2 DESC`, schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var total int64
+	var parts []string
+	for rows.Next() {
+		var name string
+		var size int64
+		if err := rows.Scan(&name, &size); err != nil {
+			b.Fatal(err)
+		}
+		total += size
+		parts = append(parts, fmt.Sprintf("%s %.1f MB", name, float64(size)/1e6))
+	}
+	b.Logf("tables: %s", strings.Join(parts[:min(len(parts), 4)], ", "))
+	return total
+}
+
+// benchByNumber asks the handler for random blocks with full
+// transactions: one request at a time for the latencies ("latency"), and
+// 4 a core at a time for the throughput ("throughput").
+func benchByNumber(b *testing.B, be backend.Backend, blocks int) {
+	h := blockrpc.NewHandler(blockrpc.NewService(be), blockrpc.WithKeys(blockrpc.AnyKey), blockrpc.WithAnswerCache(0))
+	bodies := make([][]byte, 4096)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",true]}`, rng.IntN(blocks))
+	}
+	serve := func(w *discard, rng *rand.Rand) {
+		req := httptest.NewRequest(http.MethodPost, "/v3/bench", bytes.NewReader(bodies[rng.IntN(len(bodies))]))
+		req.Header.Set("Content-Type", "application/json")
+		w.status, w.n = 0, 0
+		h.ServeHTTP(w, req)
+		if w.status != 0 && w.status != http.StatusOK || w.n < 1000 {
+			b.Fatalf("status %d, %d bytes", w.status, w.n)
+		}
+	}
+	b.Run("latency", func(b *testing.B) {
+		w := &discard{header: make(http.Header)}
+		rng := rand.New(rand.NewPCG(3, 4))
+		var lat []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			serve(w, rng)
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+		b.ReportMetric(float64(w.total)/float64(len(lat))/1e3, "KB/answer")
+		b.ReportMetric(0, "ns/op")
+	})
+	b.Run("throughput", func(b *testing.B) {
+		var seed atomic.Uint64
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			w := &discard{header: make(http.Header)}
+			rng := rand.New(rand.NewPCG(seed.Add(1), 5))
+			for pb.Next() {
+				serve(w, rng)
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	})
+}
+
+// discard is a ResponseWriter that counts what is written.
+type discard struct {
+	header   http.Header
+	status   int
+	n, total int64
+}
+
+func (d *discard) Header() http.Header { return d.header }
+func (d *discard) WriteHeader(s int)   { d.status = s }
+func (d *discard) Write(p []byte) (int, error) {
+	d.n += int64(len(p))
+	d.total += int64(len(p))
+	return len(p), nil
+}
+
+var _ io.Writer = (*discard)(nil)

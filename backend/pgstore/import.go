@@ -1,0 +1,618 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/holiman/uint256"
+	"github.com/jackc/pgx/v5"
+)
+
+// ImportOptions configure an Importer. The zero value (or nil) gives the
+// defaults.
+type ImportOptions struct {
+	// BatchBlocks and BatchBytes bound a batch: the blocks written in one
+	// transaction with COPY. Zero means DefaultBatchBlocks and
+	// DefaultBatchBytes (of encoded blocks, which bounds the memory the
+	// batch holds to a few times that).
+	BatchBlocks int
+	BatchBytes  int
+
+	// SameChain refuses, with ErrOtherChain, a first canonical block that
+	// a store holding a chain has another block at the number of: a dump
+	// of another chain. ImportDump sets it.
+	SameChain bool
+
+	// Progress, when set, is called after each batch is written.
+	Progress func(ImportProgress)
+
+	// Logger, when set, is given ImportDump's summary of the dump (see
+	// memstore.Loader).
+	Logger *slog.Logger
+}
+
+// Defaults of the zero ImportOptions.
+const (
+	DefaultBatchBlocks = 2000
+	DefaultBatchBytes  = 16 << 20
+)
+
+// ImportProgress counts what an Importer has written so far.
+type ImportProgress struct {
+	Blocks  int           // blocks written (or found already stored)
+	Bytes   int64         // their RLP size, the sum of their "size"
+	Head    uint64        // the latest block's number after the batch
+	Elapsed time.Duration // since the Importer was made
+}
+
+// ErrOtherChain is returned by an Importer with SameChain set (and so by
+// ImportDump) for a dump whose first block is not the store's block at its
+// number.
+var ErrOtherChain = errors.New("pgstore: the dump is of another chain than the store holds")
+
+// Importer is a backend.Writer that writes through a Writer in batches:
+// runs of new canonical blocks, each the child of the one before and the
+// first a child of the latest block, go in with COPY, a batch in one
+// transaction; blocks already stored, canonical where they are, are
+// checked in one query a batch and skipped, so that importing the same
+// dump again is quick and changes nothing. Anything else (a side block, a
+// reorganisation, a block whose parent is not the head) is written as
+// Writer.AddBlock writes it, after the batch before it.
+//
+// Each block is checked with backend.Seal, its chain id and its total
+// difficulty when it is given, so that a bad block is refused by the call
+// that gives it, once the blocks before it are written. A full batch is
+// written in the background while the next is checked and buffered (one
+// at a time); an error in writing it is returned by the call that fills
+// the next batch, or by Flush. Call Flush at the end (ImportDump does):
+// what is buffered is not served until it is written. An Importer is not
+// safe for concurrent use, and nothing else should write through its
+// Writer meanwhile.
+type Importer struct {
+	w     *Writer
+	ctx   context.Context
+	opts  ImportOptions
+	start time.Time
+
+	mode  int // what the buffer holds: nothing, appends or readds
+	items []*importItem
+	bytes int
+	// tail is the last block the next append must extend: the last
+	// buffered, or the store's latest block.
+	tail struct {
+		valid  bool
+		hash   backend.Hash
+		number uint64
+		td     *uint256.Int
+	}
+	// recent holds the total difficulties of the blocks appended last, for
+	// the uncles of the next ones; bounded by recentLimit.
+	recent      map[backend.Hash]*uint256.Int
+	recentOrder []backend.Hash
+	chainID     *uint256.Int // the buffer's, before it is the store's
+	checked     bool         // the SameChain check was made
+	copied      int          // blocks written with COPY
+	inflight    *inflight    // the batch being written
+	err         error        // the first error in writing: every later call returns it
+	progress    ImportProgress
+}
+
+const (
+	modeEmpty = iota
+	modeAppend
+	modeReadd
+)
+
+// recentLimit is how many blocks back an uncle's parent is looked for in
+// memory: consensus allows 7.
+const recentLimit = 64
+
+type importItem struct {
+	*item
+	td       *uint256.Int   // settled (appends)
+	uncleTDs []*uint256.Int // settled, or nil where the parent is to be looked up (appends)
+	body     []byte         // encoded (appends)
+}
+
+// NewImporter returns an Importer writing through w; ctx ends it.
+func (w *Writer) NewImporter(ctx context.Context, opts *ImportOptions) *Importer {
+	im := &Importer{w: w, ctx: ctx, start: time.Now(), recent: make(map[backend.Hash]*uint256.Int)}
+	if opts != nil {
+		im.opts = *opts
+	}
+	if im.opts.BatchBlocks <= 0 {
+		im.opts.BatchBlocks = DefaultBatchBlocks
+	}
+	if im.opts.BatchBytes <= 0 {
+		im.opts.BatchBytes = DefaultBatchBytes
+	}
+	return im
+}
+
+// ImportDump reads a dump (memstore's JSON Lines format) into the store
+// through an Importer with SameChain set: every block checked as
+// memstore.Load checks it, new blocks written with COPY, blocks already
+// stored skipped. The lines before a failing one stay written; the error
+// is a *memstore.LineError.
+func (w *Writer) ImportDump(ctx context.Context, r io.Reader, opts *ImportOptions) error {
+	o := ImportOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.SameChain = true
+	im := w.NewImporter(ctx, &o)
+	err := (&memstore.Loader{Logger: o.Logger}).LoadInto(r, im)
+	if ferr := im.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// Progress returns what the Importer has written so far.
+func (im *Importer) Progress() ImportProgress {
+	p := im.progress
+	p.Elapsed = time.Since(im.start)
+	return p
+}
+
+// AddBlock implements backend.Writer.
+func (im *Importer) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return im.add(block, uncles, true)
+}
+
+// AddSideBlock implements backend.Writer.
+func (im *Importer) AddSideBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return im.add(block, uncles, false)
+}
+
+// SetPending implements backend.Writer, after the buffered blocks.
+func (im *Importer) SetPending(block *backend.Block) error {
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	return im.w.SetPending(block)
+}
+
+// SetSafe implements backend.Writer, after the buffered blocks.
+func (im *Importer) SetSafe(number uint64) error {
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	return im.w.SetSafe(number)
+}
+
+// SetFinalized implements backend.Writer, after the buffered blocks.
+func (im *Importer) SetFinalized(number uint64) error {
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	return im.w.SetFinalized(number)
+}
+
+// SetChainID implements backend.Writer, after the buffered blocks.
+func (im *Importer) SetChainID(id uint64) error {
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	return im.w.SetChainID(id)
+}
+
+// refuse writes what is buffered, then returns err, the error of the block
+// that was being added.
+func (im *Importer) refuse(err error) error {
+	if ferr := im.Flush(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
+	if im.err != nil {
+		return im.err
+	}
+	if err := im.ctx.Err(); err != nil {
+		return im.refuse(err)
+	}
+	it, err := sealItem(block, uncles, canonical)
+	if err != nil {
+		return im.refuse(err)
+	}
+	st := im.w.head.Load()
+	if it.chainID != nil {
+		known := *st
+		if im.chainID != nil {
+			known.chainID, known.chainIDKnown = im.chainID.Uint64(), true
+		}
+		if err := agreeChainID(&known, it.chainID); err != nil {
+			return im.refuse(blockError(it.b, err))
+		}
+	}
+	if canonical && im.opts.SameChain && !im.checked {
+		if err := im.sameChain(it.b); err != nil {
+			return im.refuse(err)
+		}
+	}
+
+	if canonical && im.mode != modeReadd {
+		ok, err := im.extends(it.b)
+		if err != nil {
+			return im.refuse(err)
+		}
+		if ok {
+			return im.append(it)
+		}
+	}
+	if canonical && im.mode == modeReadd {
+		// A run of blocks already stored may go on with new ones: check
+		// the run before taking them.
+		if st.hasCanonical && it.b.Number == st.latest+1 && it.b.ParentHash == st.latestHash {
+			if err := im.Flush(); err != nil {
+				return err
+			}
+			if ok, err := im.extends(it.b); err != nil {
+				return im.refuse(err)
+			} else if ok {
+				return im.append(it)
+			}
+		}
+	}
+	if im.mode != modeAppend && (!canonical || (st.hasCanonical && it.b.Number <= st.latest)) {
+		// Perhaps a block already stored: checked with the batch.
+		im.mode = modeReadd
+		im.items = append(im.items, &importItem{item: it})
+		if len(im.items) >= im.opts.BatchBlocks {
+			return im.launch()
+		}
+		return nil
+	}
+	if err := im.Flush(); err != nil {
+		return err
+	}
+	im.tail.valid = false
+	if err := im.w.addItem(it); err != nil {
+		var be *blockErr
+		if !errors.As(err, &be) {
+			im.err = err // not the block's fault: the store's
+		}
+		return err
+	}
+	im.count(it)
+	im.report()
+	return nil
+}
+
+// sameChain refuses a first block that conflicts with the store's block
+// at its number.
+func (im *Importer) sameChain(b *backend.Block) error {
+	im.checked = true
+	st := im.w.head.Load()
+	if !st.hasCanonical || b.Number > st.latest {
+		return nil
+	}
+	var hash []byte
+	err := im.w.pool.QueryRow(im.ctx, `SELECT hash FROM canonical WHERE number = $1`, int64(b.Number)).Scan(&hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("pgstore: %w", err)
+	case backend.Hash(hash) != b.Hash:
+		return fmt.Errorf("%w: its block %d is %s, the store's is %s", ErrOtherChain, b.Number, b.Hash, backend.Hash(hash))
+	}
+	return nil
+}
+
+// extends reports whether b is the next block after the tail, whose total
+// difficulty is known.
+func (im *Importer) extends(b *backend.Block) (bool, error) {
+	if !im.tail.valid {
+		if err := im.join(); err != nil {
+			return false, err
+		}
+		st := im.w.head.Load()
+		if !st.hasCanonical {
+			return false, nil
+		}
+		td, err := im.w.headTD(im.ctx)
+		if err != nil {
+			return false, err
+		}
+		im.tail.valid, im.tail.hash, im.tail.number, im.tail.td = true, st.latestHash, st.latest, td
+		im.remember(st.latestHash, td)
+	}
+	return im.tail.td != nil && b.ParentHash == im.tail.hash && b.Number == im.tail.number+1, nil
+}
+
+// append buffers a block that extends the tail.
+func (im *Importer) append(it *item) error {
+	b := it.b
+	td := b.TotalDifficulty
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &td, im.tail.td, &b.Difficulty); err != nil {
+		return im.refuse(blockError(b, err))
+	}
+	x := &importItem{item: it, td: td, uncleTDs: make([]*uint256.Int, len(it.uncles))}
+	for i, u := range it.uncles {
+		if parent, ok := im.recent[u.ParentHash]; ok && parent != nil {
+			x.uncleTDs[i] = u.TotalDifficulty
+			if err := backend.SettleTotalDifficulty(fmt.Sprintf("uncle %d: totalDifficulty", i), &x.uncleTDs[i], parent, &u.Difficulty); err != nil {
+				return im.refuse(blockError(b, err))
+			}
+		}
+	}
+	x.body = encodeBlock(nil, b, it.uncles)
+	if it.chainID != nil {
+		im.chainID = it.chainID
+	}
+	im.mode = modeAppend
+	im.items = append(im.items, x)
+	im.bytes += len(x.body)
+	im.tail.hash, im.tail.number, im.tail.td = b.Hash, b.Number, td
+	im.remember(b.Hash, td)
+	if len(im.items) >= im.opts.BatchBlocks || im.bytes >= im.opts.BatchBytes {
+		return im.launch()
+	}
+	return nil
+}
+
+func (im *Importer) remember(h backend.Hash, td *uint256.Int) {
+	if _, ok := im.recent[h]; ok {
+		return
+	}
+	im.recent[h] = td
+	im.recentOrder = append(im.recentOrder, h)
+	if len(im.recentOrder) > recentLimit {
+		delete(im.recent, im.recentOrder[0])
+		im.recentOrder = im.recentOrder[1:]
+	}
+}
+
+func (im *Importer) count(it *item) {
+	im.progress.Blocks++
+	im.progress.Bytes += int64(it.b.Size)
+}
+
+func (im *Importer) report() {
+	im.progress.Head = im.w.head.Load().latest
+	if im.opts.Progress != nil {
+		im.opts.Progress(im.Progress())
+	}
+}
+
+// Flush writes the buffered blocks, and waits for the batch being written
+// in the background.
+func (im *Importer) Flush() error {
+	if err := im.join(); err != nil {
+		return err
+	}
+	if im.err != nil {
+		return im.err
+	}
+	if len(im.items) == 0 {
+		return nil
+	}
+	if err := im.launch(); err != nil {
+		return err
+	}
+	return im.join()
+}
+
+// inflight is a batch being written in the background, while the next is
+// checked and buffered: on two cores, sealing and PostgreSQL's work
+// overlap. One is written at a time.
+type inflight struct {
+	done     chan struct{}
+	items    []*importItem
+	mode     int
+	oneByOne bool // written block by block
+	written  int  // blocks written, in order
+	err      error
+}
+
+// launch starts writing the buffer in the background, once the batch
+// before it is written. That batch's error, if any, is returned, and the
+// buffer is dropped.
+func (im *Importer) launch() error {
+	if err := im.join(); err != nil {
+		return err
+	}
+	f := &inflight{done: make(chan struct{}), items: im.items, mode: im.mode}
+	im.items, im.bytes, im.mode = nil, 0, modeEmpty
+	im.inflight = f
+	go im.write(f)
+	return nil
+}
+
+// write writes a batch: with COPY, or found stored already, or else block
+// by block. It touches nothing of the Importer but the batch.
+func (im *Importer) write(f *inflight) {
+	defer close(f.done)
+	var err error
+	if f.mode == modeAppend {
+		err = im.flushAppends(f.items)
+	} else {
+		err = im.flushReadds(f.items)
+	}
+	switch {
+	case errors.Is(err, errOneByOne):
+		f.oneByOne = true
+		for _, x := range f.items {
+			if f.err = im.w.addItem(x.item); f.err != nil {
+				return
+			}
+			f.written++
+		}
+	case err != nil:
+		f.err = err
+	default:
+		f.written = len(f.items)
+	}
+}
+
+// join waits for the batch being written, and takes in what it did.
+func (im *Importer) join() error {
+	f := im.inflight
+	if f == nil {
+		return nil
+	}
+	<-f.done
+	im.inflight = nil
+	for _, x := range f.items[:f.written] {
+		im.count(x.item)
+	}
+	if f.mode == modeAppend && !f.oneByOne {
+		im.copied += f.written
+	}
+	if f.oneByOne || f.err != nil {
+		im.tail.valid = false
+	}
+	im.report()
+	if f.err != nil {
+		im.err = f.err
+		im.items, im.bytes, im.mode = nil, 0, modeEmpty
+	}
+	return f.err
+}
+
+// errOneByOne is how a batch says it must be written block by block: a
+// block is stored already, a stored block waits for one of the batch's
+// total difficulty, or an uncle's total difficulty disagrees.
+var errOneByOne = errors.New("pgstore: the batch is written block by block")
+
+// flushAppends writes a run of new blocks, each the child of the one
+// before, with COPY in one transaction.
+func (im *Importer) flushAppends(items []*importItem) error {
+	first := items[0].b
+	return im.w.write(func(ctx context.Context, t *txn, st *headState) error {
+		if !st.hasCanonical || st.latestHash != first.ParentHash || st.latest+1 != first.Number {
+			return errOneByOne // written to meanwhile
+		}
+		hashes := make([][]byte, len(items))
+		for i, x := range items {
+			hashes[i] = x.b.Hash[:]
+		}
+		var n int
+		if err := t.QueryRow(ctx, `SELECT (SELECT count(*) FROM blocks WHERE hash = ANY($1)) + (SELECT count(*) FROM td_waiting WHERE parent_hash = ANY($1))`, hashes).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errOneByOne
+		}
+		if err := im.settleUncles(ctx, t, items); err != nil {
+			return err
+		}
+
+		var uncleRows, canonicalRows [][]any
+		for _, x := range items {
+			for i, u := range x.uncles {
+				uncleRows = append(uncleRows, []any{x.b.Hash[:], int32(i), u.ParentHash[:], encodeTD(x.uncleTDs[i]), encodeUncle(nil, u)})
+				if x.uncleTDs[i] == nil {
+					t.queue(`INSERT INTO td_waiting (parent_hash, hash, idx) VALUES ($1, $2, $3)`, u.ParentHash[:], x.b.Hash[:], int32(i))
+				}
+			}
+			canonicalRows = append(canonicalRows, []any{int64(x.b.Number), x.b.Hash[:], st.version})
+		}
+		if _, err := t.CopyFrom(ctx, pgx.Identifier{"blocks"}, []string{"hash", "number", "parent_hash", "td", "body"},
+			pgx.CopyFromSlice(len(items), func(i int) ([]any, error) {
+				x := items[i]
+				return []any{x.b.Hash[:], int64(x.b.Number), x.b.ParentHash[:], encodeTD(x.td), x.body}, nil
+			})); err != nil {
+			return err
+		}
+		if len(uncleRows) > 0 {
+			if _, err := t.CopyFrom(ctx, pgx.Identifier{"uncles"}, []string{"block_hash", "idx", "parent_hash", "td", "header"}, pgx.CopyFromRows(uncleRows)); err != nil {
+				return err
+			}
+		}
+		if _, err := t.CopyFrom(ctx, pgx.Identifier{"canonical"}, []string{"number", "hash", "version"}, pgx.CopyFromRows(canonicalRows)); err != nil {
+			return err
+		}
+		for _, x := range items {
+			bindChainID(st, x.chainID)
+			st.setCanonical(x.b.Number, x.b.Hash)
+		}
+		// A long batch extends the lease again at its end.
+		return im.w.fence(ctx, t.Tx)
+	})
+}
+
+// settleUncles works out the total difficulty of the uncles whose parent
+// was not among the blocks appended last, from the stored parents.
+func (im *Importer) settleUncles(ctx context.Context, t *txn, items []*importItem) error {
+	var parents [][]byte
+	inBatch := make(map[backend.Hash]*uint256.Int, len(items))
+	for _, x := range items {
+		inBatch[x.b.Hash] = x.td
+	}
+	for _, x := range items {
+		for i, u := range x.uncles {
+			if x.uncleTDs[i] == nil {
+				if _, ok := inBatch[u.ParentHash]; !ok {
+					parents = append(parents, u.ParentHash[:])
+				}
+			}
+		}
+	}
+	var found map[backend.Hash]*stored
+	if len(parents) > 0 {
+		var err error
+		if found, err = lookup(ctx, t, parents); err != nil {
+			return err
+		}
+	}
+	for _, x := range items {
+		for i, u := range x.uncles {
+			if x.uncleTDs[i] != nil {
+				continue
+			}
+			parentTD := inBatch[u.ParentHash]
+			if s, ok := found[u.ParentHash]; ok {
+				parentTD = s.td
+			}
+			td := u.TotalDifficulty
+			if err := backend.SettleTotalDifficulty("uncle totalDifficulty", &td, parentTD, &u.Difficulty); err != nil {
+				return errOneByOne // the block by block path names the block
+			}
+			x.uncleTDs[i] = td
+		}
+	}
+	return nil
+}
+
+// flushReadds checks that a run of blocks is stored already, as given:
+// adding them again would change nothing. Otherwise they are written block
+// by block.
+func (im *Importer) flushReadds(items []*importItem) error {
+	var hashes [][]byte
+	for _, x := range items {
+		hashes = append(hashes, x.b.Hash[:], x.b.ParentHash[:])
+	}
+	found, err := lookup(im.ctx, im.w.pool, hashes)
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	for _, x := range items {
+		s, ok := found[x.b.Hash]
+		switch {
+		case !ok:
+			return errOneByOne
+		case x.b.TotalDifficulty != nil && (s.td == nil || !s.td.Eq(x.b.TotalDifficulty)):
+			return errOneByOne
+		case !x.canonical:
+			continue
+		case !s.canonical:
+			return errOneByOne
+		}
+		// Adding a canonical block again makes its stored parent canonical
+		// when it is not.
+		if p, ok := found[x.b.ParentHash]; ok && !p.canonical && p.number+1 == x.b.Number {
+			return errOneByOne
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/jackc/pgx/v5"
+)
+
+// dump returns the dump of a store.
+func dump(t testing.TB, s *memstore.Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// headVersion reads the head row's version: it grows with every write.
+func headVersion(t testing.TB, url, schema string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int64
+	if err := conn.QueryRow(ctx, `SELECT version FROM `+pgx.Identifier{schema, "head"}.Sanitize()).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestImportDump imports the demo chain's dump with COPY, then again,
+// which writes nothing, and refuses a dump of another chain.
+func TestImportDump(t *testing.T) {
+	ctx := context.Background()
+	ref, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := dump(t, ref)
+	w, url, schema := openWriter(t, nil)
+
+	var batches int
+	im := w.NewImporter(ctx, &pgstore.ImportOptions{SameChain: true, BatchBlocks: 16, Progress: func(pgstore.ImportProgress) { batches++ }})
+	if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(data), im); err != nil {
+		t.Fatal(err)
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := im.Progress()
+	t.Logf("%d blocks (%d bytes of RLP), %d by COPY, %d progress reports", p.Blocks, p.Bytes, pgstore.Copied(im), batches)
+	if p.Blocks != 112 || pgstore.Copied(im) < 100 {
+		t.Errorf("%d blocks written, %d of them by COPY; want 112 (the genesis and the side block apart)", p.Blocks, pgstore.Copied(im))
+	}
+	// Save leaves the tags out: set them as demo.Store does.
+	if err := w.SetSafe(demo.Safe); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetFinalized(demo.Finalized); err != nil {
+		t.Fatal(err)
+	}
+	pending, _ := ref.BlockByNumber(ctx, backend.Pending)
+	if err := w.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	backendtest.TestBackend(t, w, ref, demo.SideHash)
+
+	// Again: nothing is written.
+	before := headVersion(t, url, schema)
+	if err := w.ImportDump(ctx, bytes.NewReader(data), nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := headVersion(t, url, schema); after != before {
+		t.Errorf("importing the same dump again wrote %d times", after-before)
+	}
+	backendtest.TestBackend(t, w, ref, demo.SideHash)
+
+	// A dump of another chain is refused, and changes nothing.
+	other := chaintest.New(chaintest.Config{Seed: 99, ChainID: demo.ChainID})
+	other.AddBlocks(3, chaintest.Txs(1))
+	err = w.ImportDump(ctx, bytes.NewReader(dump(t, other.Store())), nil)
+	if !errors.Is(err, pgstore.ErrOtherChain) {
+		t.Errorf("importing another chain's dump: %v, want ErrOtherChain", err)
+	}
+	var lineErr *memstore.LineError
+	if !errors.As(err, &lineErr) || lineErr.Line != 1 {
+		t.Errorf("the error %v does not name line 1", err)
+	}
+	if after := headVersion(t, url, schema); after != before {
+		t.Errorf("a refused dump wrote %d times", after-before)
+	}
+}
+
+// TestImportGrowingDump imports a dump, then a longer dump of the same
+// chain, whose known blocks are skipped and the rest copied; then one that
+// reorganises.
+func TestImportGrowingDump(t *testing.T) {
+	ctx := context.Background()
+	b := chaintest.New(chaintest.Config{Seed: 5, London: 3, Merge: 8, Shanghai: 10, Cancun: 12, Prague: 14})
+	b.AddBlocks(20, func(i int, g *chaintest.BlockGen) {
+		chaintest.Txs(2)(i, g)
+		if g.Number() >= 2 && g.Number() < 8 {
+			g.AddUncle()
+		}
+	})
+	first := dump(t, b.Store())
+	b.AddBlocks(30, chaintest.Txs(2))
+	second := dump(t, b.Store())
+	side := b.Fork(45)
+	side.AddBlocks(8, chaintest.Txs(1))
+	side.Reorg()
+	third := dump(t, b.Store())
+
+	w, _, _ := openWriter(t, nil)
+	for i, d := range [][]byte{first, second, third} {
+		im := w.NewImporter(ctx, &pgstore.ImportOptions{SameChain: true, BatchBlocks: 7})
+		if err := (&memstore.Loader{}).LoadInto(bytes.NewReader(d), im); err != nil {
+			t.Fatalf("dump %d: %v", i, err)
+		}
+		if err := im.Flush(); err != nil {
+			t.Fatalf("dump %d: %v", i, err)
+		}
+		t.Logf("dump %d: %d blocks, %d by COPY", i, im.Progress().Blocks, pgstore.Copied(im))
+		if i == 1 && pgstore.Copied(im) != 30 {
+			t.Errorf("the longer dump copied %d blocks, want the 30 new ones", pgstore.Copied(im))
+		}
+	}
+	backendtest.TestBackend(t, w, b.Store(), b.Block(50).Hash)
+}
+
+// TestImportRefusesAtTheLine checks that a bad block is refused by the
+// call that gives it, the blocks before it written.
+func TestImportRefusesAtTheLine(t *testing.T) {
+	ctx := context.Background()
+	b := chaintest.New(chaintest.Config{Seed: 6})
+	b.AddBlocks(12, chaintest.Txs(2))
+	src := b.Store()
+	w, _, _ := openWriter(t, nil)
+	im := w.NewImporter(ctx, &pgstore.ImportOptions{BatchBlocks: 100})
+	for n := uint64(0); n <= 12; n++ {
+		blk, _ := src.BlockByNumber(ctx, backend.BlockNumber(n))
+		if n == 9 {
+			bad := blk.Copy()
+			bad.Transactions[0].Nonce++
+			if err := im.AddBlock(bad); err == nil {
+				t.Fatal("a block with a tampered transaction was taken")
+			}
+			break
+		}
+		if err := im.AddBlock(blk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	latest, err := w.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Number != 8 {
+		t.Fatalf("latest after the refused block 9: %v, %v; want block 8, the blocks before it written", latest, err)
+	}
+}

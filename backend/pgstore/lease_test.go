@@ -1,0 +1,128 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestSingleWriter checks the writer's lease: a second writer is refused,
+// or waits until the first closes; a writer whose lease expired and was
+// taken over can no longer write.
+func TestSingleWriter(t *testing.T) {
+	ctx := context.Background()
+	b := chaintest.New(chaintest.Config{Seed: 8})
+	b.AddBlocks(4, chaintest.Txs(1))
+	src := b.Store()
+	block := func(n uint64) *backend.Block {
+		blk, err := src.BlockByNumber(ctx, backend.BlockNumber(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return blk
+	}
+
+	first, url, schema := openWriter(t, nil)
+	if err := first.AddBlock(block(0)); err != nil {
+		t.Fatal(err)
+	}
+	opts := &pgstore.Options{Schema: schema}
+
+	// Refused, naming the holder.
+	_, err := pgstore.OpenWriter(ctx, url, opts)
+	if !errors.Is(err, pgstore.ErrWriterBusy) || !strings.Contains(err.Error(), first.Owner()) {
+		t.Fatalf("a second writer: %v, want ErrWriterBusy naming %s", err, first.Owner())
+	}
+	t.Logf("refused: %v", err)
+
+	// Waiting, until its context ends.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = pgstore.OpenWriter(short, url, &pgstore.Options{Schema: schema, WaitForLease: true})
+	cancel()
+	if !errors.Is(err, pgstore.ErrWriterBusy) {
+		t.Fatalf("a second writer waiting 300ms: %v, want ErrWriterBusy", err)
+	}
+
+	// Waiting, until the first closes.
+	type opened struct {
+		w   *pgstore.Writer
+		err error
+	}
+	waiting := make(chan opened, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		w, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema, WaitForLease: true, LeaseTTL: 2 * time.Second})
+		waiting <- opened{w, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case o := <-waiting:
+		t.Fatalf("the waiting writer opened while the first held the lease: %v", o.err)
+	default:
+	}
+	if err := first.AddBlock(block(1)); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	if err := first.AddBlock(block(2)); !errors.Is(err, pgstore.ErrClosed) {
+		t.Errorf("a write after Close: %v, want ErrClosed", err)
+	}
+	o := <-waiting
+	if o.err != nil {
+		t.Fatalf("the waiting writer, once the first closed: %v", o.err)
+	}
+	second := o.w
+	defer second.Close()
+	if latest, err := second.BlockByNumber(ctx, backend.Latest); err != nil || latest.Number != 1 {
+		t.Fatalf("the second writer's latest block: %v, %v; want the first's block 1", latest, err)
+	}
+	if err := second.AddBlock(block(2)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The second stalls: its lease expires, and a third writer takes it
+	// over. The second's next write is refused, and writes nothing.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "writer_lease"}.Sanitize()+` SET expires_at = clock_timestamp() - INTERVAL '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	third, err := pgstore.OpenWriter(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("a writer after the lease expired: %v", err)
+	}
+	defer third.Close()
+	if err := second.AddBlock(block(3)); !errors.Is(err, pgstore.ErrLeaseLost) {
+		t.Fatalf("a write by the writer whose lease was taken over: %v, want ErrLeaseLost", err)
+	}
+	if err := second.SetSafe(1); !errors.Is(err, pgstore.ErrLeaseLost) {
+		t.Fatalf("SetSafe by the writer whose lease was taken over: %v, want ErrLeaseLost", err)
+	}
+	if _, err := third.BlockByHash(ctx, block(3).Hash); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the refused write's block: %v, want ErrNotFound", err)
+	}
+	if err := third.AddBlock(block(3)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReaderNeedsTables checks that a reader of a schema no writer made
+// says so.
+func TestReaderNeedsTables(t *testing.T) {
+	_, url := sharedURL(t)
+	_, err := pgstore.OpenReader(context.Background(), url, &pgstore.Options{Schema: "nothing_here"})
+	if !errors.Is(err, pgstore.ErrNoSchema) {
+		t.Errorf("a reader of an empty schema: %v, want ErrNoSchema", err)
+	}
+}

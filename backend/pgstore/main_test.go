@@ -1,0 +1,137 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		os.Exit(runRole(role))
+	}
+	os.Exit(pgtest.Main(m))
+}
+
+// sharedURL returns the shared server and its database's URL.
+func sharedURL(t testing.TB) (*pgtest.Server, string) { return pgtest.Shared(t) }
+
+// openWriter opens a writer on a new schema of the shared server, closed
+// when the test ends.
+func openWriter(t testing.TB, opts *pgstore.Options) (*pgstore.Writer, string, string) {
+	t.Helper()
+	_, url := pgtest.Shared(t)
+	o := pgstore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Schema == "" {
+		o.Schema = pgtest.Schema(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := pgstore.OpenWriter(ctx, url, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, url, o.Schema
+}
+
+// TestConformance runs the conformance suite on writers, each on a schema
+// of its own.
+func TestConformance(t *testing.T) {
+	backendtest.TestStore(t, func(t *testing.T) backendtest.Store {
+		w, _, _ := openWriter(t, nil)
+		return w
+	})
+}
+
+// TestConformanceUncached runs the suite with the block cache off: every
+// answer is decoded from what PostgreSQL returns.
+func TestConformanceUncached(t *testing.T) {
+	backendtest.TestStore(t, func(t *testing.T) backendtest.Store {
+		w, _, _ := openWriter(t, &pgstore.Options{CacheBytes: -1})
+		return w
+	})
+}
+
+// TestConformanceImporter runs the suite through an Importer in batches of
+// three, flushed before every read: appends by COPY, runs of blocks
+// stored already, and the block-by-block path all answer as memstore does.
+func TestConformanceImporter(t *testing.T) {
+	backendtest.TestStore(t, func(t *testing.T) backendtest.Store {
+		w, _, _ := openWriter(t, nil)
+		return &importerStore{w: w, im: w.NewImporter(context.Background(), &pgstore.ImportOptions{BatchBlocks: 3})}
+	})
+}
+
+// importerStore writes through an Importer and reads from its Writer once
+// the buffer is written.
+type importerStore struct {
+	mu sync.Mutex
+	w  *pgstore.Writer
+	im *pgstore.Importer
+}
+
+func (s *importerStore) flushed() *pgstore.Writer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.im.Flush(); err != nil {
+		panic(err)
+	}
+	return s.w
+}
+
+func (s *importerStore) ChainID(ctx context.Context) (uint64, error) {
+	return s.flushed().ChainID(ctx)
+}
+
+func (s *importerStore) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	return s.flushed().BlockByNumber(ctx, n)
+}
+
+func (s *importerStore) BlockByHash(ctx context.Context, h backend.Hash) (*backend.Block, error) {
+	return s.flushed().BlockByHash(ctx, h)
+}
+
+func (s *importerStore) UncleByBlockHashAndIndex(ctx context.Context, h backend.Hash, i uint64) (*backend.Uncle, error) {
+	return s.flushed().UncleByBlockHashAndIndex(ctx, h, i)
+}
+
+func (s *importerStore) locked(f func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return f()
+}
+
+func (s *importerStore) AddBlock(b *backend.Block, u ...*backend.Uncle) error {
+	return s.locked(func() error { return s.im.AddBlock(b, u...) })
+}
+
+func (s *importerStore) AddSideBlock(b *backend.Block, u ...*backend.Uncle) error {
+	return s.locked(func() error { return s.im.AddSideBlock(b, u...) })
+}
+
+func (s *importerStore) SetPending(b *backend.Block) error {
+	return s.locked(func() error { return s.im.SetPending(b) })
+}
+
+func (s *importerStore) SetSafe(n uint64) error {
+	return s.locked(func() error { return s.im.SetSafe(n) })
+}
+
+func (s *importerStore) SetFinalized(n uint64) error {
+	return s.locked(func() error { return s.im.SetFinalized(n) })
+}
+
+func (s *importerStore) SetChainID(id uint64) error {
+	return s.locked(func() error { return s.im.SetChainID(id) })
+}

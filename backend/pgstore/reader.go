@@ -1,0 +1,383 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A Reader and a Writer are read as a backend.Backend.
+var (
+	_ backend.Backend = (*Reader)(nil)
+	_ backend.Backend = (*Writer)(nil)
+	_ backend.Writer  = (*Writer)(nil)
+)
+
+// Reader serves a chain that a Writer keeps in PostgreSQL. It is safe for
+// concurrent use. What it returns is shared and must not be modified.
+type Reader struct {
+	pool  *pgxpool.Pool
+	opts  Options
+	cache *cache
+	// head is what the last poll read of the head row (for a Writer, what
+	// its last write left).
+	head atomic.Pointer[headState]
+
+	polls  bool       // a Reader: it polls the head row (a Writer knows it)
+	pollMu sync.Mutex // one poll at a time
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// headState is the head row: the canonical chain's bounds, the tags, the
+// chain id and the pending block.
+type headState struct {
+	version        int64
+	reorgVersion   int64
+	hasCanonical   bool
+	latest         uint64
+	latestHash     backend.Hash
+	earliest       uint64
+	safe           tag
+	finalized      tag
+	chainID        uint64
+	chainIDKnown   bool
+	chainIDBound   bool
+	pendingVersion int64
+	pending        *backend.Block
+}
+
+// tag is a block number that may be unset.
+type tag struct {
+	number uint64
+	set    bool
+}
+
+// OpenReader connects to the database at url (a postgres:// URL or a
+// key=value string, as pgx reads them) and reads the head row once; then
+// it polls it every Options.PollInterval until Close. The tables must
+// exist: ErrNoSchema means no writer has created them yet.
+func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error) {
+	o := opts.withDefaults()
+	pool, err := openPool(ctx, url, &o)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVersion(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	r := &Reader{polls: true}
+	r.init(pool, o)
+	if err := r.Refresh(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	pollCtx, stop := context.WithCancel(context.Background())
+	r.stop, r.done = stop, make(chan struct{})
+	go r.poll(pollCtx)
+	return r, nil
+}
+
+func (r *Reader) init(pool *pgxpool.Pool, o Options) {
+	r.pool, r.opts, r.cache = pool, o, newCache(o.CacheBytes)
+	r.head.Store(&headState{})
+}
+
+// Close stops the polling and closes the connections.
+func (r *Reader) Close() {
+	if r.stop != nil {
+		r.stop()
+		<-r.done
+	}
+	r.pool.Close()
+}
+
+func (r *Reader) poll(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, max(r.opts.PollInterval, 5*time.Second))
+		err := r.Refresh(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			r.opts.Logger.Warn("pgstore: polling the head row failed; serving the last head read", "err", err)
+		}
+	}
+}
+
+// Refresh reads the head row now, as the poll does: the latest block, the
+// tags, the chain id, and the pending block when it changed.
+func (r *Reader) Refresh(ctx context.Context) error {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
+	old := r.head.Load()
+	var (
+		st                                 headState
+		latest, earliest, safe, finalized  pgtype.Int8
+		latestHash, pendingTD, pendingBody []byte
+		chainID                            *string
+	)
+	// One statement: the pending block comes with the row that names it,
+	// and only when it is not the one already held.
+	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.latest, h.latest_hash, h.earliest, h.safe,
+			h.finalized, h.chain_id::TEXT, h.chain_id_bound, h.pending_version, p.td, p.body
+		FROM head h LEFT JOIN pending p ON p.id = 1 AND h.pending_version <> $1
+		WHERE h.id = 1`, old.pendingVersion).Scan(
+		&st.version, &st.reorgVersion, &latest, &latestHash, &earliest, &safe, &finalized,
+		&chainID, &st.chainIDBound, &st.pendingVersion, &pendingTD, &pendingBody)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The tables exist, their first row not yet: an empty store.
+		r.head.Store(&headState{})
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: reading the head row: %w", err)
+	}
+	if latest.Valid {
+		st.hasCanonical, st.latest, st.earliest = true, uint64(latest.Int64), uint64(earliest.Int64)
+		copy(st.latestHash[:], latestHash)
+	}
+	st.safe = tag{uint64(safe.Int64), safe.Valid}
+	st.finalized = tag{uint64(finalized.Int64), finalized.Valid}
+	if chainID != nil {
+		v, err := strconv.ParseUint(*chainID, 10, 64)
+		if err != nil {
+			return fmt.Errorf("pgstore: the head row's chain id: %w", err)
+		}
+		st.chainID, st.chainIDKnown = v, true
+	}
+	switch {
+	case st.pendingVersion == old.pendingVersion:
+		st.pending = old.pending
+	case pendingBody != nil:
+		p, err := decodePending(pendingTD, pendingBody)
+		if err != nil {
+			return err
+		}
+		st.pending = p
+	}
+	if st.reorgVersion != old.reorgVersion {
+		r.cache.resetHints(st.reorgVersion)
+	}
+	r.head.Store(&st)
+	return nil
+}
+
+// refreshPast reads the head row unless a poll has already read a version
+// past version: a read found the chain newer than the last poll.
+func (r *Reader) refreshPast(ctx context.Context, version int64) error {
+	r.pollMu.Lock()
+	fresh := r.head.Load().version > version
+	r.pollMu.Unlock()
+	if fresh {
+		return nil
+	}
+	return r.Refresh(ctx)
+}
+
+func decodePending(td, body []byte) (*backend.Block, error) {
+	b, err := decodeBlock(body)
+	if err != nil {
+		return nil, fmt.Errorf("the pending block: %w", err)
+	}
+	if b.TotalDifficulty, err = decodeTD(td); err != nil {
+		return nil, fmt.Errorf("the pending block: %w", err)
+	}
+	b.Pending = true
+	return b, nil
+}
+
+// ChainID implements backend.Backend: the chain id the head row gives, set
+// by the writer's SetChainID or learnt from the transactions it stored.
+func (r *Reader) ChainID(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	st := r.head.Load()
+	if !st.chainIDKnown {
+		return 0, backend.ErrNotFound
+	}
+	return st.chainID, nil
+}
+
+// BlockByNumber implements backend.Backend. A number is looked up in the
+// canonical table when asked; the tags resolve to the head row's values at
+// the last poll (for a Writer, its last write): latest to its block by
+// hash, earliest, safe and finalized to their numbers.
+func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st := r.head.Load()
+	var n uint64
+	switch number {
+	case backend.Pending:
+		if st.pending == nil {
+			return nil, backend.ErrNotFound
+		}
+		return st.pending, nil
+	case backend.Latest:
+		if !st.hasCanonical {
+			return nil, backend.ErrNotFound
+		}
+		return r.BlockByHash(ctx, st.latestHash)
+	case backend.Earliest:
+		if !st.hasCanonical {
+			return nil, backend.ErrNotFound
+		}
+		n = st.earliest
+	case backend.Safe, backend.Finalized:
+		t := st.safe
+		if number == backend.Finalized {
+			t = st.finalized
+		}
+		if !t.set {
+			return nil, backend.ErrNotFound
+		}
+		n = t.number
+	default:
+		v, ok := number.Uint64()
+		if !ok {
+			return nil, fmt.Errorf("pgstore: invalid block number %v", number)
+		}
+		n = v
+	}
+	if n > math.MaxInt64 {
+		return nil, backend.ErrNotFound
+	}
+	if b, ok := r.cache.block(n); ok {
+		return b, nil
+	}
+	return r.canonical(ctx, n, st, true)
+}
+
+// canonical reads the canonical block at n, its hash and the block in one
+// statement: all of it as it was at one instant. A block written after the
+// last poll, or a number that no longer has one, makes a Reader poll
+// first, so that what it serves by number never goes back to a chain it
+// has seen replaced.
+func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry bool) (*backend.Block, error) {
+	var hash, td, body []byte
+	var version int64
+	err := r.pool.QueryRow(ctx, `SELECT c.hash, c.version, b.td, b.body
+		FROM canonical c JOIN blocks b ON b.hash = c.hash
+		WHERE c.number = $1`, int64(n)).Scan(&hash, &version, &td, &body)
+	if errors.Is(err, pgx.ErrNoRows) && retry && r.polls && st.hasCanonical && n >= st.earliest && n <= st.latest {
+		// The chain was shortened since the last poll.
+		if err := r.refreshPast(ctx, st.version); err != nil {
+			return nil, err
+		}
+		return r.canonical(ctx, n, r.head.Load(), false)
+	}
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	if r.polls && version > st.version {
+		if err := r.refreshPast(ctx, version-1); err != nil {
+			return nil, err
+		}
+		st = r.head.Load()
+	}
+	h := backend.Hash(hash)
+	b, err := r.decodeBlock(h, td, body)
+	if err != nil {
+		return nil, err
+	}
+	r.cache.addHint(n, h, st.reorgVersion)
+	return b, nil
+}
+
+// BlockByHash implements backend.Backend.
+func (r *Reader) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	key := cacheKey{hash: hash, index: -1}
+	if v, ok := r.cache.get(key); ok {
+		return v.(*backend.Block), nil
+	}
+	var td, body []byte
+	err := r.pool.QueryRow(ctx, `SELECT td, body FROM blocks WHERE hash = $1`, hash[:]).Scan(&td, &body)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	return r.decodeBlock(hash, td, body)
+}
+
+// decodeBlock decodes a block as stored, and keeps it in the cache when it
+// can no longer change.
+func (r *Reader) decodeBlock(hash backend.Hash, td, body []byte) (*backend.Block, error) {
+	b, err := decodeBlock(body)
+	if err != nil {
+		return nil, fmt.Errorf("block %s: %w", hash, err)
+	}
+	if b.TotalDifficulty, err = decodeTD(td); err != nil {
+		return nil, fmt.Errorf("block %s: %w", hash, err)
+	}
+	if b.TotalDifficulty != nil {
+		r.cache.add(cacheKey{hash: hash, index: -1}, b, len(body))
+	}
+	return b, nil
+}
+
+// UncleByBlockHashAndIndex implements backend.Backend.
+func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if index > math.MaxInt32 {
+		return nil, backend.ErrNotFound
+	}
+	if v, ok := r.cache.get(cacheKey{hash: hash, index: -1}); ok && index >= uint64(len(v.(*backend.Block).Uncles)) {
+		return nil, backend.ErrNotFound
+	}
+	key := cacheKey{hash: hash, index: int32(index)}
+	if v, ok := r.cache.get(key); ok {
+		return v.(*backend.Uncle), nil
+	}
+	var td, header []byte
+	err := r.pool.QueryRow(ctx, `SELECT td, header FROM uncles WHERE block_hash = $1 AND idx = $2`, hash[:], int32(index)).Scan(&td, &header)
+	if err != nil {
+		return nil, readError(ctx, err)
+	}
+	u, err := decodeUncle(header)
+	if err != nil {
+		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
+	}
+	if u.TotalDifficulty, err = decodeTD(td); err != nil {
+		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
+	}
+	if u.TotalDifficulty != nil {
+		r.cache.add(key, u, len(header))
+	}
+	return u, nil
+}
+
+// readError turns no row into backend.ErrNotFound, and keeps the context's
+// error recognisable.
+func readError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return backend.ErrNotFound
+	case ctx.Err() != nil:
+		return fmt.Errorf("pgstore: %w (%v)", ctx.Err(), err)
+	}
+	return fmt.Errorf("pgstore: %w", err)
+}

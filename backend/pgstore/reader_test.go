@@ -1,0 +1,90 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pgstore"
+)
+
+// TestReaderView checks what a reader that has not polled since a
+// reorganisation serves: the chain of its last poll, from its cache,
+// until a read finds a block written after that poll, or a number that no
+// longer has one; then it polls, and serves the new chain only.
+func TestReaderView(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	im := w.NewImporter(ctx, nil)
+	for n := uint64(0); n <= s.main.Head().Number; n++ {
+		if err := s.write(im, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(61); n <= s.long.Head().Number; n++ {
+		if err := s.write(w, s.long.Block(n), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Polling only when a read asks for it.
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	expect := func(n uint64, want *backend.Block) {
+		t.Helper()
+		got, err := r.BlockByNumber(ctx, backend.BlockNumber(n))
+		switch {
+		case want == nil && !errors.Is(err, backend.ErrNotFound):
+			t.Fatalf("block %d: %v, %v; want none", n, got, err)
+		case want == nil:
+		case err != nil:
+			t.Fatalf("block %d: %v", n, err)
+		case got.Hash != want.Hash:
+			t.Fatalf("block %d: %s, want %s", n, got.Hash, want.Hash)
+		}
+	}
+	for n := uint64(0); n <= 80; n++ {
+		expect(n, s.main.Block(n))
+	}
+
+	// The deep reorganisation to the long branch.
+	if err := s.write(w, s.long.Head(), true); err != nil {
+		t.Fatal(err)
+	}
+	expect(70, s.main.Block(70)) // the last poll's chain, from the cache
+	if latest, _ := r.BlockByNumber(ctx, backend.Latest); latest.Hash != s.main.Head().Hash {
+		t.Fatalf("latest before a poll: %d, want the main branch's head", latest.Number)
+	}
+	expect(85, s.long.Block(85)) // written after the poll: the reader polls
+	expect(70, s.long.Block(70)) // and serves the new chain only
+	if latest, _ := r.BlockByNumber(ctx, backend.Latest); latest.Hash != s.long.Head().Hash {
+		t.Fatalf("latest after the poll: %d, want the long branch's head", latest.Number)
+	}
+	for n := uint64(0); n <= 88; n++ {
+		expect(n, s.long.Block(n))
+	}
+
+	// Back to the short branch: blocks 78 to 90 are no longer canonical.
+	if err := s.write(w, s.short.Block(76), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.write(w, s.short.Head(), true); err != nil {
+		t.Fatal(err)
+	}
+	expect(88, s.long.Block(88)) // the last poll's chain, from the cache
+	expect(89, nil)              // not cached, and no longer there: the reader polls
+	expect(88, nil)
+	expect(76, s.short.Block(76))
+	expect(70, s.main.Block(70))
+	if latest, _ := r.BlockByNumber(ctx, backend.Latest); latest.Hash != s.short.Head().Hash {
+		t.Fatalf("latest after the poll: %d, want the short branch's head", latest.Number)
+	}
+}

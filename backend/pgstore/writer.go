@@ -1,0 +1,820 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
+	"github.com/blockrpc/blockrpc/hexutil"
+	"github.com/holiman/uint256"
+	"github.com/jackc/pgx/v5"
+)
+
+// Writer is the one process that writes a chain into PostgreSQL; it also
+// serves it, as a Reader does, from what it wrote (it does not poll). It
+// is safe for concurrent use: writes are done one at a time.
+type Writer struct {
+	Reader
+	owner string // this writer's name in the lease row
+
+	mu     sync.Mutex // one write at a time
+	closed bool
+	lost   atomic.Bool
+
+	ctx    context.Context // ends at Close: the context of the writes
+	cancel context.CancelFunc
+	renew  chan struct{} // closed when the renewal has stopped
+}
+
+// OpenWriter connects to the database at url, creates or migrates the
+// store's tables, and takes the writer's lease: ErrWriterBusy when another
+// writer holds it, unless Options.WaitForLease is set. The Writer serves
+// what the database holds and then what it writes. Close releases the
+// lease.
+func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error) {
+	o := opts.withDefaults()
+	pool, err := openPool(ctx, url, &o)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool, o.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	w := &Writer{owner: ownerName()}
+	w.Reader.init(pool, o)
+	if err := w.acquire(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := tuneStorage(ctx, pool); err != nil {
+		w.release()
+		pool.Close()
+		return nil, err
+	}
+	if err := w.Reader.Refresh(ctx); err != nil {
+		w.release()
+		pool.Close()
+		return nil, err
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.renew = make(chan struct{})
+	go w.renewLease()
+	return w, nil
+}
+
+// ownerName names this writer in the lease row: host, process and a
+// random part, so that two writers of one process differ too.
+func ownerName() string {
+	host, _ := os.Hostname()
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(r[:]))
+}
+
+// Refresh does nothing: a Writer serves what it wrote, which its lease
+// makes the database's state.
+func (w *Writer) Refresh(ctx context.Context) error { return ctx.Err() }
+
+// Owner returns the name this writer holds the lease under.
+func (w *Writer) Owner() string { return w.owner }
+
+func (w *Writer) ttlMillis() int64 { return w.opts.LeaseTTL.Milliseconds() }
+
+// acquire takes the lease when it is free or expired, or waits for it.
+func (w *Writer) acquire(ctx context.Context) error {
+	for {
+		tag, err := w.pool.Exec(ctx, `UPDATE writer_lease
+			SET owner = $1, expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
+			WHERE id = 1 AND (owner IS NULL OR expires_at < clock_timestamp())`, w.owner, w.ttlMillis())
+		if err != nil {
+			return fmt.Errorf("pgstore: taking the writer's lease: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var holder string
+		var until time.Time
+		if err := w.pool.QueryRow(ctx, `SELECT COALESCE(owner, ''), COALESCE(expires_at, clock_timestamp()) FROM writer_lease WHERE id = 1`).Scan(&holder, &until); err != nil {
+			return fmt.Errorf("pgstore: reading the writer's lease: %w", err)
+		}
+		busy := fmt.Errorf("%w: %s, until %s unless renewed", ErrWriterBusy, holder, until.UTC().Format(time.RFC3339))
+		if !w.opts.WaitForLease {
+			return busy
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (waited until %v)", busy, ctx.Err())
+		case <-time.After(min(time.Second, w.opts.LeaseTTL/3)):
+		}
+	}
+}
+
+// renewLease extends the lease every third of its TTL until Close. A
+// renewal that finds the lease taken marks the writer as having lost it.
+func (w *Writer) renewLease() {
+	defer close(w.renew)
+	t := time.NewTicker(w.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, w.opts.LeaseTTL/3)
+		tag, err := w.pool.Exec(ctx, `UPDATE writer_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
+			WHERE id = 1 AND owner = $1`, w.owner, w.ttlMillis())
+		cancel()
+		switch {
+		case w.ctx.Err() != nil:
+			return
+		case err != nil:
+			w.opts.Logger.Warn("pgstore: renewing the writer's lease failed", "err", err)
+		case tag.RowsAffected() != 1:
+			w.lost.Store(true)
+			w.opts.Logger.Error("pgstore: the writer's lease was taken by another writer; this one no longer writes")
+			return
+		}
+	}
+}
+
+// release gives the lease up, if this writer still holds it.
+func (w *Writer) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = w.pool.Exec(ctx, `UPDATE writer_lease SET owner = NULL, expires_at = NULL WHERE id = 1 AND owner = $1`, w.owner)
+}
+
+// Close stops the writer, releases its lease and closes the connections.
+// Writes after Close fail with ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+	w.cancel()
+	<-w.renew
+	w.release()
+	w.pool.Close()
+	return nil
+}
+
+// fence extends the lease within a writing transaction, and fails it when
+// the lease is no longer this writer's. The row lock it takes also orders
+// the transaction after any other that touches the lease.
+func (w *Writer) fence(ctx context.Context, tx pgx.Tx) error {
+	tag, err := tx.Exec(ctx, `UPDATE writer_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
+		WHERE id = 1 AND owner = $1`, w.owner, w.ttlMillis())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		w.lost.Store(true)
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// write runs fn in one transaction that holds the lease and ends by
+// writing the head row from the state fn leaves. The new state is served
+// once the transaction has committed; on any error nothing is.
+func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.lost.Load():
+		return ErrLeaseLost
+	}
+	ctx := w.ctx
+	old := w.head.Load()
+	st := *old
+	st.version++ // what the canonical rows written now are marked with
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := w.fence(ctx, tx); err != nil {
+			return err
+		}
+		t := &txn{Tx: tx}
+		if err := fn(ctx, t, &st); err != nil {
+			return err
+		}
+		if t.reorged {
+			st.reorgVersion++
+		}
+		t.queue(`UPDATE head SET version = $1, latest = $2, latest_hash = $3, earliest = $4, safe = $5,
+			finalized = $6, chain_id = $7::NUMERIC, chain_id_bound = $8, reorg_version = $9, pending_version = $10
+			WHERE id = 1`,
+			st.version, optNumber(st.latest, st.hasCanonical), optHash(st.latestHash, st.hasCanonical),
+			optNumber(st.earliest, st.hasCanonical), optNumber(st.safe.number, st.safe.set),
+			optNumber(st.finalized.number, st.finalized.set), optChainID(st.chainID, st.chainIDKnown),
+			st.chainIDBound, st.reorgVersion, st.pendingVersion)
+		return t.flush(ctx)
+	})
+	if err != nil {
+		var be *blockErr
+		if errors.As(err, &be) || errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if st.reorgVersion != old.reorgVersion {
+		w.cache.resetHints(st.reorgVersion)
+	}
+	w.head.Store(&st)
+	return nil
+}
+
+// txn is a writing transaction that queues its writes and sends them in
+// one batch: what it reads never depends on what it has queued.
+type txn struct {
+	pgx.Tx
+	writes  pgx.Batch
+	reorged bool // a canonical block was replaced or removed
+}
+
+func (t *txn) queue(sql string, args ...any) { t.writes.Queue(sql, args...) }
+
+// flush sends the queued writes and checks each.
+func (t *txn) flush(ctx context.Context) error {
+	if t.writes.Len() == 0 {
+		return nil
+	}
+	n := t.writes.Len()
+	br := t.SendBatch(ctx, &t.writes)
+	for i := 0; i < n; i++ {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	t.writes = pgx.Batch{}
+	return br.Close()
+}
+
+func optNumber(n uint64, set bool) any {
+	if !set {
+		return nil
+	}
+	return int64(n)
+}
+
+func optHash(h backend.Hash, set bool) any {
+	if !set {
+		return nil
+	}
+	return h[:]
+}
+
+func optChainID(id uint64, known bool) any {
+	if !known {
+		return nil
+	}
+	return strconv.FormatUint(id, 10)
+}
+
+// blockErr is an error about one block, which the caller gets as it is.
+type blockErr struct{ err error }
+
+func (e *blockErr) Error() string { return e.err.Error() }
+func (e *blockErr) Unwrap() error { return e.err }
+
+// blockError names the block an error is about, as memstore does.
+func blockError(b *backend.Block, err error) error {
+	return &blockErr{fmt.Errorf("block %d (%s): %w", b.Number, b.Hash, err)}
+}
+
+// errPendingInAdd is returned for a block marked pending given to AddBlock.
+var errPendingInAdd = errors.New("a pending block is set with SetPending, not added")
+
+// item is a block sealed for writing: a copy of what the caller gave,
+// with its derived values filled in and checked.
+type item struct {
+	b         *backend.Block // TotalDifficulty as given
+	uncles    []*backend.Uncle
+	chainID   *uint256.Int
+	canonical bool
+}
+
+func sealItem(block *backend.Block, uncles []*backend.Uncle, canonical bool) (*item, error) {
+	if block.Pending {
+		return nil, errPendingInAdd
+	}
+	b, us := block.Copy(), make([]*backend.Uncle, len(uncles))
+	for i, u := range uncles {
+		us[i] = u.Copy()
+	}
+	if err := backend.Seal(b, us); err != nil {
+		return nil, blockError(b, err)
+	}
+	id, err := b.SignedChainID()
+	if err != nil {
+		return nil, blockError(b, err)
+	}
+	return &item{b: b, uncles: us, chainID: id, canonical: canonical}, nil
+}
+
+// agreeChainID checks a block's chain id against the store's.
+func agreeChainID(st *headState, id *uint256.Int) error {
+	if id != nil && st.chainIDKnown && id.Uint64() != st.chainID {
+		return &backend.MismatchError{Field: "chainId", Given: hexutil.EncodeU256(id), Computed: hexutil.EncodeUint64(st.chainID) + " (of the store)"}
+	}
+	return nil
+}
+
+// bindChainID makes a stored block's chain id the store's, for good.
+func bindChainID(st *headState, id *uint256.Int) {
+	if id != nil {
+		st.chainID, st.chainIDKnown, st.chainIDBound = id.Uint64(), true, true
+	}
+}
+
+// setCanonical notes in the head state that number is canonical, with hash.
+func (st *headState) setCanonical(number uint64, hash backend.Hash) {
+	if !st.hasCanonical {
+		st.hasCanonical, st.earliest, st.latest, st.latestHash = true, number, number, hash
+		return
+	}
+	st.earliest = min(st.earliest, number)
+	if number >= st.latest {
+		st.latest, st.latestHash = number, hash
+	}
+}
+
+// AddBlock implements backend.Writer, with memstore's semantics: the block
+// is checked with backend.Seal (on a copy), its total difficulty settled
+// against its parent's, and it becomes canonical at its number, the chain
+// reorganising around it. It is one transaction: readers see all of it or
+// none of it.
+func (w *Writer) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return w.add(block, uncles, true)
+}
+
+// AddSideBlock implements backend.Writer: the block is stored and checked
+// as AddBlock does, and the canonical chain is left as it is.
+func (w *Writer) AddSideBlock(block *backend.Block, uncles ...*backend.Uncle) error {
+	return w.add(block, uncles, false)
+}
+
+func (w *Writer) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
+	it, err := sealItem(block, uncles, canonical)
+	if err != nil {
+		return err
+	}
+	return w.addItem(it)
+}
+
+func (w *Writer) addItem(it *item) error {
+	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+		return addInTx(ctx, t, st, it)
+	})
+}
+
+// stored is what the blocks table says of a block.
+type stored struct {
+	number    uint64
+	parent    backend.Hash
+	td        *uint256.Int
+	canonical bool // at its number
+}
+
+// querier is a transaction or the pool.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// lookup reads the stored blocks among hashes.
+func lookup(ctx context.Context, tx querier, hashes [][]byte) (map[backend.Hash]*stored, error) {
+	rows, err := tx.Query(ctx, `SELECT b.hash, b.number, b.parent_hash, b.td, c.hash IS NOT NULL
+		FROM blocks b LEFT JOIN canonical c ON c.number = b.number AND c.hash = b.hash
+		WHERE b.hash = ANY($1)`, hashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := make(map[backend.Hash]*stored)
+	for rows.Next() {
+		var (
+			hash, parent, td []byte
+			number           int64
+			s                stored
+		)
+		if err := rows.Scan(&hash, &number, &parent, &td, &s.canonical); err != nil {
+			return nil, err
+		}
+		if s.td, err = decodeTD(td); err != nil {
+			return nil, err
+		}
+		s.number = uint64(number)
+		copy(s.parent[:], parent)
+		found[backend.Hash(hash)] = &s
+	}
+	return found, rows.Err()
+}
+
+// addInTx writes one sealed block in a transaction, as memstore's add does.
+func addInTx(ctx context.Context, t *txn, st *headState, it *item) error {
+	b := it.b
+	if err := agreeChainID(st, it.chainID); err != nil {
+		return blockError(b, err)
+	}
+	hashes := [][]byte{b.Hash[:], b.ParentHash[:]}
+	for _, u := range it.uncles {
+		hashes = append(hashes, u.ParentHash[:])
+	}
+	known, err := lookup(ctx, t, hashes)
+	if err != nil {
+		return err
+	}
+	if self, ok := known[b.Hash]; ok {
+		if err := readd(ctx, t, b.Hash, self, b.TotalDifficulty); err != nil {
+			return blockError(b, err)
+		}
+		if it.canonical {
+			return makeCanonical(ctx, t, st, b, known)
+		}
+		return nil
+	}
+
+	// The total difficulties of the block and its uncles, from their
+	// parents'; a given value must agree.
+	tdOf := func(h backend.Hash) *uint256.Int {
+		if s, ok := known[h]; ok {
+			return s.td
+		}
+		return nil
+	}
+	parentTD := tdOf(b.ParentHash)
+	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
+		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
+	}
+	td := b.TotalDifficulty
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &td, parentTD, &b.Difficulty); err != nil {
+		return blockError(b, err)
+	}
+	uncleTDs := make([]*uint256.Int, len(it.uncles))
+	for i, u := range it.uncles {
+		uncleTDs[i] = u.TotalDifficulty
+		if err := backend.SettleTotalDifficulty(fmt.Sprintf("uncle %d: totalDifficulty", i), &uncleTDs[i], tdOf(u.ParentHash), &u.Difficulty); err != nil {
+			return blockError(b, err)
+		}
+	}
+	var updates []tdUpdate
+	var settled [][]byte
+	if td != nil {
+		if updates, settled, err = descendantTDs(ctx, t, b.Hash, td); err != nil {
+			return blockError(b, err)
+		}
+	}
+
+	t.queue(`INSERT INTO blocks (hash, number, parent_hash, td, body) VALUES ($1, $2, $3, $4, $5)`,
+		b.Hash[:], int64(b.Number), b.ParentHash[:], encodeTD(td), encodeBlock(nil, b, it.uncles))
+	if parentTD == nil {
+		t.queue(`INSERT INTO td_waiting (parent_hash, hash, idx) VALUES ($1, $2, -1)`, b.ParentHash[:], b.Hash[:])
+	}
+	for i, u := range it.uncles {
+		t.queue(`INSERT INTO uncles (block_hash, idx, parent_hash, td, header) VALUES ($1, $2, $3, $4, $5)`,
+			b.Hash[:], int32(i), u.ParentHash[:], encodeTD(uncleTDs[i]), encodeUncle(nil, u))
+		if tdOf(u.ParentHash) == nil {
+			t.queue(`INSERT INTO td_waiting (parent_hash, hash, idx) VALUES ($1, $2, $3)`, u.ParentHash[:], b.Hash[:], int32(i))
+		}
+	}
+	queueTDUpdates(t, updates, settled)
+	bindChainID(st, it.chainID)
+	if it.canonical {
+		return makeCanonical(ctx, t, st, b, known)
+	}
+	return nil
+}
+
+// tdUpdate is a total difficulty that became known: of a block (index -1)
+// or of one of its uncles.
+type tdUpdate struct {
+	hash  []byte
+	index int32
+	td    *uint256.Int
+}
+
+func queueTDUpdates(t *txn, updates []tdUpdate, settled [][]byte) {
+	for _, u := range updates {
+		if u.index < 0 {
+			t.queue(`UPDATE blocks SET td = $2 WHERE hash = $1`, u.hash, encodeTD(u.td))
+		} else {
+			t.queue(`UPDATE uncles SET td = $3 WHERE block_hash = $1 AND idx = $2`, u.hash, u.index, encodeTD(u.td))
+		}
+	}
+	if len(settled) > 0 {
+		t.queue(`DELETE FROM td_waiting WHERE parent_hash = ANY($1)`, settled)
+	}
+}
+
+// readd checks what a block added again gives against the stored block. A
+// total difficulty given for a stored block without one becomes known: the
+// block and its stored descendants take it, as if it were new.
+func readd(ctx context.Context, t *txn, hash backend.Hash, s *stored, given *uint256.Int) error {
+	switch {
+	case given == nil:
+		return nil
+	case s.td != nil:
+		if !given.Eq(s.td) {
+			return &backend.MismatchError{Field: "totalDifficulty", Given: hexutil.EncodeU256(given), Computed: hexutil.EncodeU256(s.td) + " (stored)"}
+		}
+		return nil
+	}
+	updates, settled, err := descendantTDs(ctx, t, hash, given)
+	if err != nil {
+		return err
+	}
+	updates = append(updates, tdUpdate{hash: hash[:], index: -1, td: given})
+	queueTDUpdates(t, updates, settled)
+	return nil
+}
+
+// descendantTDs works out the total difficulty that a block's total, td,
+// gives to its stored descendants (blocks and uncles) that were stored
+// while it was unknown, and checks it against those that have one. It
+// returns the updates and the blocks whose waiting descendants are now
+// settled.
+func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.Int) ([]tdUpdate, [][]byte, error) {
+	type parent struct {
+		hash []byte
+		td   *uint256.Int
+	}
+	var updates []tdUpdate
+	var settled [][]byte
+	queue := []parent{{hash[:], td}}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		settled = append(settled, p.hash)
+		rows, err := t.Query(ctx, `SELECT w.hash, w.idx, COALESCE(b.td, u.td), COALESCE(b.body, u.header)
+			FROM td_waiting w
+			LEFT JOIN blocks b ON w.idx = -1 AND b.hash = w.hash
+			LEFT JOIN uncles u ON w.idx >= 0 AND u.block_hash = w.hash AND u.idx = w.idx
+			WHERE w.parent_hash = $1`, p.hash)
+		if err != nil {
+			return nil, nil, err
+		}
+		type waiting struct {
+			hash, td, enc []byte
+			index         int32
+		}
+		var ws []waiting
+		for rows.Next() {
+			var w waiting
+			if err := rows.Scan(&w.hash, &w.index, &w.td, &w.enc); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			ws = append(ws, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, err
+		}
+		for _, w := range ws {
+			var header *backend.Header
+			if w.index < 0 {
+				b, _, err := record.DecodeHeader(w.enc)
+				if err != nil {
+					return nil, nil, err
+				}
+				header = &b.Header
+			} else {
+				u, err := decodeUncle(w.enc)
+				if err != nil {
+					return nil, nil, err
+				}
+				header = &u.Header
+			}
+			want := new(uint256.Int).Add(p.td, &header.Difficulty)
+			have, err := decodeTD(w.td)
+			if err != nil {
+				return nil, nil, err
+			}
+			if have != nil {
+				if !have.Eq(want) {
+					return nil, nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", backend.Hash(w.hash), have.Hex(), want.Hex())
+				}
+				continue
+			}
+			updates = append(updates, tdUpdate{hash: w.hash, index: w.index, td: want})
+			if w.index < 0 {
+				queue = append(queue, parent{w.hash, want})
+			}
+		}
+	}
+	return updates, settled, nil
+}
+
+// makeCanonical makes b the canonical block at its number, reorganising
+// the chain around it as memstore does: its stored ancestors become
+// canonical down to the first that already is, and the canonical blocks
+// above stay so only while each is the child of the one below.
+func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block, known map[backend.Hash]*stored) error {
+	number, hash := b.Number, b.Hash
+	var old []byte
+	err := t.QueryRow(ctx, `SELECT hash FROM canonical WHERE number = $1`, int64(number)).Scan(&old)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return err
+	}
+	replaced := old != nil && !bytes.Equal(old, hash[:])
+	if old == nil || replaced {
+		upsertCanonical(t, st, number, hash)
+	}
+	st.setCanonical(number, hash)
+
+	// The known ancestors become canonical, down to the first that already
+	// is or is not stored. The lookup tells whether there is any to walk.
+	parent := b.ParentHash
+	if s, ok := known[parent]; ok && !s.canonical {
+		for n := number; n > 0; n-- {
+			var num int64
+			var pp, atNumber []byte
+			err := t.QueryRow(ctx, `SELECT b.number, b.parent_hash, c.hash
+				FROM blocks b LEFT JOIN canonical c ON c.number = b.number
+				WHERE b.hash = $1`, parent[:]).Scan(&num, &pp, &atNumber)
+			if errors.Is(err, pgx.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if uint64(num) != n-1 || bytes.Equal(atNumber, parent[:]) {
+				break
+			}
+			if atNumber != nil {
+				replaced = true
+			}
+			upsertCanonical(t, st, n-1, parent)
+			st.setCanonical(n-1, parent)
+			copy(parent[:], pp)
+		}
+	}
+	if !replaced {
+		return nil
+	}
+	t.reorged = true
+	if number >= st.latest {
+		return nil
+	}
+
+	// Above the new block, the chain continues only through its children.
+	prev, at := hash, number
+	for at < st.latest {
+		rows, err := t.Query(ctx, `SELECT c.number, c.hash, b.parent_hash
+			FROM canonical c JOIN blocks b ON b.hash = c.hash
+			WHERE c.number > $1 ORDER BY c.number LIMIT 256`, int64(at))
+		if err != nil {
+			return err
+		}
+		broken, read := false, 0
+		for rows.Next() {
+			var num int64
+			var h, p []byte
+			if err := rows.Scan(&num, &h, &p); err != nil {
+				rows.Close()
+				return err
+			}
+			read++
+			if uint64(num) != at+1 || !bytes.Equal(p, prev[:]) {
+				broken = true
+				break
+			}
+			at, prev = uint64(num), backend.Hash(h)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if broken || read == 0 {
+			t.queue(`DELETE FROM canonical WHERE number > $1`, int64(at))
+			t.reorged = true
+			st.latest, st.latestHash = at, prev
+			return nil
+		}
+	}
+	return nil
+}
+
+func upsertCanonical(t *txn, st *headState, number uint64, hash backend.Hash) {
+	t.queue(`INSERT INTO canonical (number, hash, version) VALUES ($1, $2, $3)
+		ON CONFLICT (number) DO UPDATE SET hash = excluded.hash, version = excluded.version`, int64(number), hash[:], st.version)
+}
+
+// SetPending implements backend.Writer: the block served for the "pending"
+// tag, checked as memstore checks it, or none when block is nil.
+func (w *Writer) SetPending(block *backend.Block) error {
+	if block == nil {
+		return w.write(func(ctx context.Context, t *txn, st *headState) error {
+			t.queue(`DELETE FROM pending WHERE id = 1`)
+			st.pending = nil
+			st.pendingVersion++
+			return nil
+		})
+	}
+	b := block.Copy()
+	b.Pending = false
+	if err := backend.Seal(b, nil); err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	b.Pending = true
+	id, err := b.SignedChainID()
+	if err != nil {
+		return blockError(b, fmt.Errorf("pending: %w", err))
+	}
+	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+		if err := agreeChainID(st, id); err != nil {
+			return blockError(b, fmt.Errorf("pending: %w", err))
+		}
+		var parentTD *uint256.Int
+		var td []byte
+		err := t.QueryRow(ctx, `SELECT td FROM blocks WHERE hash = $1`, b.ParentHash[:]).Scan(&td)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if parentTD, err = decodeTD(td); err != nil {
+			return err
+		}
+		if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
+			return blockError(b, fmt.Errorf("pending: %w", err))
+		}
+		t.queue(`INSERT INTO pending (id, td, body) VALUES (1, $1, $2)
+			ON CONFLICT (id) DO UPDATE SET td = excluded.td, body = excluded.body`, encodeTD(b.TotalDifficulty), encodeBlock(nil, b, nil))
+		st.pending = b
+		st.pendingVersion++
+		return nil
+	})
+}
+
+// SetSafe implements backend.Writer.
+func (w *Writer) SetSafe(number uint64) error { return w.setTag(number, "safe") }
+
+// SetFinalized implements backend.Writer.
+func (w *Writer) SetFinalized(number uint64) error { return w.setTag(number, "finalized") }
+
+func (w *Writer) setTag(number uint64, name string) error {
+	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+		var one int
+		err := pgx.ErrNoRows
+		if number <= math.MaxInt64 {
+			err = t.QueryRow(ctx, `SELECT 1 FROM canonical WHERE number = $1`, int64(number)).Scan(&one)
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &blockErr{fmt.Errorf("pgstore: cannot mark block %d %s: no canonical block has that number", number, name)}
+		}
+		if err != nil {
+			return err
+		}
+		if name == "safe" {
+			st.safe = tag{number, true}
+		} else {
+			st.finalized = tag{number, true}
+		}
+		return nil
+	})
+}
+
+// SetChainID implements backend.Writer: the chain id, for a chain whose
+// transactions do not tell it. It fails when stored transactions are signed
+// for another chain.
+func (w *Writer) SetChainID(id uint64) error {
+	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+		if st.chainIDBound && st.chainID != id {
+			return &blockErr{&backend.MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(st.chainID) + " (of the stored transactions)"}}
+		}
+		st.chainID, st.chainIDKnown = id, true
+		return nil
+	})
+}
+
+// headTD returns the total difficulty of the latest block, nil when it is
+// unknown or there is none.
+func (w *Writer) headTD(ctx context.Context) (*uint256.Int, error) {
+	st := w.head.Load()
+	if !st.hasCanonical {
+		return nil, nil
+	}
+	var td []byte
+	if err := w.pool.QueryRow(ctx, `SELECT td FROM blocks WHERE hash = $1`, st.latestHash[:]).Scan(&td); err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return decodeTD(td)
+}
