@@ -9,7 +9,6 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/blockrpc/blockrpc/internal/synth"
-	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/klauspost/compress/zstd"
 )
@@ -59,29 +58,6 @@ func sampleOf(t testing.TB, src backend.Backend, b *backend.Block) sample {
 		s.uncles = append(s.uncles, u)
 	}
 	return s
-}
-
-// everyForkChain is a chain of every fork and transaction type, with
-// uncles, hash-only blocks beside it.
-func everyForkChain(t testing.TB) []sample {
-	b := chaintest.New(chaintest.Config{Seed: 5, London: 3, Merge: 8, Shanghai: 10, Cancun: 12, Prague: 14})
-	b.AddBlocks(18, func(i int, g *chaintest.BlockGen) {
-		chaintest.Txs(6)(i, g)
-		if n := g.Number(); n >= 2 && n < 8 {
-			g.AddUncle()
-		}
-	})
-	out := samples(t, b.Store())
-	for _, s := range out[len(out)-6:] {
-		h := s.block.Copy()
-		h.TransactionHashes = make([]backend.Hash, len(h.Transactions))
-		for i, tx := range h.Transactions {
-			h.TransactionHashes[i] = tx.Hash
-		}
-		h.Transactions = nil
-		out = append(out, sample{block: h, uncles: s.uncles})
-	}
-	return out
 }
 
 func demoChain(t testing.TB) []sample {

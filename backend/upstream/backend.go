@@ -306,7 +306,7 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 	var tagged *ref
 	switch number {
 	case backend.Pending:
-		return b.pending(ctx, v)
+		return b.pending(ctx)
 	case backend.Latest:
 		tagged = &v.head
 	case backend.Safe:
@@ -421,11 +421,23 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 }
 
 // fetch asks the endpoints in turn for a block until one gives one that
-// verifies, with its total difficulty settled. An endpoint's null is
-// believed (backend.ErrNotFound) unless known is set; a failure or a
-// block that does not verify moves on to the next endpoint. It stops when
-// ctx is done.
+// verifies, with its total difficulty settled.
 func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool) (*verified, error) {
+	return b.failover(ctx, fmt.Sprintf("%s %v", method, arg), known, func(ctx context.Context, ep *endpoint) (*verified, error) {
+		got, err := ep.fetchBlock(ctx, method, arg, b.chainID)
+		if err == nil && got != nil {
+			err = isAsked(ep, arg, got)
+		}
+		return got, err
+	})
+}
+
+// failover calls get with each endpoint in turn, within the per-endpoint
+// timeout, until one gives a block, then settles its total difficulty. An
+// endpoint's null is believed (backend.ErrNotFound) unless known is set; a
+// failure or a block that does not verify moves on to the next endpoint.
+// It stops when ctx is done.
+func (b *Backend) failover(ctx context.Context, what string, known bool, get func(context.Context, *endpoint) (*verified, error)) (*verified, error) {
 	v := b.view.Load()
 	var errs []error
 	nulls := 0
@@ -434,10 +446,7 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 			return nil, err
 		}
 		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-		got, err := ep.fetchBlock(actx, method, arg, b.chainID)
-		if err == nil && got != nil {
-			err = isAsked(ep, arg, got)
-		}
+		got, err := get(actx, ep)
 		if err == nil && got != nil {
 			err = b.settleTotalDifficulty(actx, ep, got)
 		}
@@ -447,7 +456,7 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			b.endpointFailed(ctx, ep, fmt.Sprintf("%s %v", method, arg), err, time.Now())
+			b.endpointFailed(ctx, ep, what, err, time.Now())
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
 			if !known {
@@ -461,9 +470,9 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 		}
 	}
 	if nulls > 0 && len(errs) == 0 {
-		return nil, fmt.Errorf("upstream: block %v, which the head tracker saw, is unknown to the endpoints", arg)
+		return nil, fmt.Errorf("upstream: %s, which the head tracker saw, is unknown to the endpoints", what)
 	}
-	return nil, fmt.Errorf("upstream: no endpoint gave block %v that verifies: %w", arg, errors.Join(errs...))
+	return nil, fmt.Errorf("upstream: no endpoint answered %s with a block that verifies: %w", what, errors.Join(errs...))
 }
 
 // isAsked checks that a block that verifies is the one asked for, by hash
@@ -482,31 +491,14 @@ func isAsked(ep *endpoint, arg any, got *verified) error {
 
 // pending fetches the pending block from the endpoints, verified as far
 // as it can be: it is never cached.
-func (b *Backend) pending(ctx context.Context, v *view) (*backend.Block, error) {
-	var errs []error
-	for _, ep := range order(b.eps, time.Now(), v.best, b.cfg.MaxLag) {
-		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-		got, err := ep.fetchPending(actx, b.chainID, func(h backend.Hash) (*backend.Block, error) {
-			return b.blockByHash(actx, h, true)
+func (b *Backend) pending(ctx context.Context) (*backend.Block, error) {
+	got, err := b.failover(ctx, "pending", false, func(ctx context.Context, ep *endpoint) (*verified, error) {
+		return ep.fetchPending(ctx, b.chainID, func(h backend.Hash) (*backend.Block, error) {
+			return b.blockByHash(ctx, h, true)
 		})
-		if err == nil && got != nil {
-			err = b.settleTotalDifficulty(actx, ep, got)
-		}
-		cancel()
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			b.endpointFailed(ctx, ep, "pending", err, time.Now())
-			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
-		case got == nil:
-			b.endpointAnswered(ctx, ep)
-			return nil, backend.ErrNotFound
-		default:
-			b.endpointAnswered(ctx, ep)
-			return got.block, nil
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("upstream: no endpoint gave a pending block that verifies: %w", errors.Join(errs...))
+	return got.block, nil
 }
