@@ -3,6 +3,8 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
@@ -76,19 +78,51 @@ func Sender(tx *Transaction) (Address, error) {
 // VerifySenders recovers the sender of each of b's transactions from its
 // signature and checks it against the from given, which is filled in
 // where it is absent (zero). A sender that differs is a *MismatchError.
-// Recovery is the costly part of checking a block: Seal leaves it here.
+// Recovery is the costly part of checking a block (Seal leaves it here),
+// so a block of many transactions is recovered on every core.
 func VerifySenders(b *Block) error {
-	for i, tx := range b.Transactions {
+	txs := b.Transactions
+	workers := min(runtime.GOMAXPROCS(0), len(txs)/parallelSenders)
+	if workers <= 1 {
+		return verifySenders(txs, 0)
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := w*len(txs)/workers, (w+1)*len(txs)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = verifySenders(txs[lo:hi], lo)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // the first transaction's at fault, as one core would
+		}
+	}
+	return nil
+}
+
+// parallelSenders is how many transactions a core is given at the least:
+// below it, starting a goroutine costs more than it saves.
+const parallelSenders = 8
+
+// verifySenders does VerifySenders' work for txs, which start at index
+// first of the block.
+func verifySenders(txs []*Transaction, first int) error {
+	for i, tx := range txs {
 		from, err := Sender(tx)
 		if err != nil {
-			return fmt.Errorf("transaction %d: %w", i, err)
+			return fmt.Errorf("transaction %d: %w", first+i, err)
 		}
 		switch tx.From {
 		case from:
 		case Address{}:
 			tx.From = from
 		default:
-			return fmt.Errorf("transaction %d: %w", i, &MismatchError{Field: "from", Given: tx.From.String(), Computed: from.String()})
+			return fmt.Errorf("transaction %d: %w", first+i, &MismatchError{Field: "from", Given: tx.From.String(), Computed: from.String()})
 		}
 	}
 	return nil
