@@ -21,7 +21,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
-	"github.com/blockrpc/blockrpc/backend/pgstore/internal/pgtest"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/jackc/pgx/v5"

@@ -10,7 +10,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
-	"github.com/blockrpc/blockrpc/backend/pgstore/internal/pgtest"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 )
 
 func TestMain(m *testing.M) {

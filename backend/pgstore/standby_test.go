@@ -13,7 +13,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
-	"github.com/blockrpc/blockrpc/backend/pgstore/internal/pgtest"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 )
 
 // runBackend reads from a Backend until stop is closed, and checks every

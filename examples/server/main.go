@@ -9,7 +9,8 @@
 // Flags:
 //
 //	-addr HOST:PORT   where to listen (default 127.0.0.1:8545)
-//	-chain FILE       serve a JSONL dump instead of the demo chain
+//	-chain FILE       serve a JSONL dump instead of the demo chain (with
+//	                  -store, import it into the store)
 //	-keys k1,k2       the accepted API keys (default: BLOCKRPC_KEYS, else one
 //	                  generated key; the environment keeps keys out of ps)
 //	-safe N           the block the "safe" tag selects
@@ -40,25 +41,56 @@
 //	-upstream URLS    serve a live chain through these JSON-RPC endpoints
 //	                  (comma-separated, the first preferred, the next ones
 //	                  its failover), verifying every block before serving it
-//	-follow URL       copy the chain of this JSON-RPC endpoint into memory,
+//	-follow URL       copy the chain of this JSON-RPC endpoint into the store,
 //	                  from its genesis, keep it current, and serve it,
 //	                  answering while it copies
 //	-poll DURATION    how often -upstream or -follow asks the endpoints for
-//	                  their head (default 2s)
+//	                  their head (default 2s), or -read-only the store for
+//	                  its head row (default 500ms)
+//	-store S          where the chain is kept: memory (the default), pebble:DIR
+//	                  (a Pebble store on local disk, made when missing), or a
+//	                  postgres:// or postgresql:// URL (a PostgreSQL store,
+//	                  its tables made by the server that writes it)
+//	-read-only        with a PostgreSQL -store: serve the store that another
+//	                  server writes, reading only
 //
 // -chain, -upstream and -follow each name the chain to serve: one at most
 // (none serves the demo chain). -safe, -finalized and -chainid apply to a
 // dump or the demo chain; with -upstream or -follow the endpoint tells
 // them. Both combine with every other flag.
 //
+// With -store pebble:DIR or a postgres:// URL the chain is kept in a
+// persistent store. -chain imports the dump into it: blocks the store holds
+// already are skipped, so the same dump twice changes nothing, and a dump
+// of another chain is refused. A long import logs a line every 5 seconds:
+// the blocks written, blocks and MB of the dump read a second, the share
+// of the dump read and the time left. -follow copies the endpoint into the
+// store, and resumes after the store's latest block when it holds some.
+// With neither, a store that holds a chain is served as it is, and an
+// empty one gets the demo chain imported; the log says which. -safe,
+// -finalized and -chainid are written into the store. -store does not
+// apply to -upstream, whose backend keeps its own cache.
+//
+// One server at a time writes a store: Pebble's directory is open in one
+// process only, and a PostgreSQL store's writer holds a lease in it (a
+// second writer is refused). Any number of servers started with
+// -read-only serve a PostgreSQL store beside its writer, each polling the
+// store's head row; they take no -chain, -follow, -safe, -finalized or
+// -chainid. The URL's search_path parameter, when it names one schema,
+// is the schema of the store's tables (the writer makes it). The server
+// names a PostgreSQL store by its scheme, host and database, and masks
+// the URL's password in the errors it reports; PGPASSWORD or a .pgpass
+// file keeps the password out of the process list too.
+//
 // For a dump, safe and finalized default to its head, and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
 // a block, lines out of order. On SIGINT or SIGTERM the server stops
 // accepting, lets the requests in flight finish within the grace, cuts the
 // rest, logs how many it cut and exits with status 0; a signal during the
-// load of a dump ends the load and the run. The admin listener shuts down
-// with the same grace. Then the follower of -follow stops, or the backend
-// of -upstream closes.
+// load of a dump ends the load and the run (what an import wrote into a
+// persistent store stays). The admin listener shuts down with the same
+// grace. Then the follower of -follow stops, or the backend of -upstream
+// closes, and last the store of -store closes.
 //
 // With -upstream the server reads through package backend/upstream: blocks
 // are verified (hashes, roots, sizes, senders, the chain id) and cached by
@@ -67,7 +99,7 @@
 // is the endpoint's when it is consistent, the frozen value of a chain
 // whose total difficulty stopped at the merge, and null otherwise.
 //
-// With -follow a Follower of that package copies the chain into memory,
+// With -follow a Follower of that package copies the chain into the store,
 // verifying every block, and then follows the endpoint's head, its
 // reorganisations, safe, finalized and pending blocks; totalDifficulty is
 // summed from the genesis. The server answers from the start, with what
@@ -149,18 +181,21 @@ type options struct {
 	upstream        []string      // -upstream's endpoints, in order of preference
 	follow          string        // -follow's endpoint
 	poll            time.Duration // 0: the upstream package's default
+	store           storeSpec     // -store: memory, or a persistent store
+	readOnly        bool          // -read-only: serve a PostgreSQL store another server writes
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
 		o                      options
 		keys, level, upstreams string
+		store                  string
 		sample                 int
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8545", "`HOST:PORT` to listen on")
-	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain")
+	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain (with -store, imported into the store)")
 	fs.StringVar(&keys, "keys", "", "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
 	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
 	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
@@ -177,8 +212,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate `FILE` (PEM, chain included) to serve HTTPS with; needs -tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key `FILE` (PEM) of -tls-cert")
 	fs.StringVar(&upstreams, "upstream", "", "serve the chain of these JSON-RPC endpoints (comma-separated `URLs`, the first preferred, the next ones its failover), verifying every block")
-	fs.StringVar(&o.follow, "follow", "", "copy the chain of the JSON-RPC endpoint at `URL` into memory from its genesis, keep it current, and serve it, answering while it copies")
-	fs.DurationVar(&o.poll, "poll", 0, "how often -upstream or -follow asks the endpoints for their head (default 2s)")
+	fs.StringVar(&o.follow, "follow", "", "copy the chain of the JSON-RPC endpoint at `URL` into the store from its genesis (or its latest block), keep it current, and serve it, answering while it copies")
+	fs.DurationVar(&o.poll, "poll", 0, "how often -upstream or -follow asks the endpoints for their head (default 2s), or -read-only the store for its head row (default 500ms)")
+	fs.StringVar(&store, "store", "memory", "the `STORE` that keeps the chain: memory (this process), pebble:DIR (a Pebble store on local disk), or a postgres:// URL (a PostgreSQL store, one writer and any number of -read-only servers)")
+	fs.BoolVar(&o.readOnly, "read-only", false, "with a postgres:// -store: serve the store that another server writes, reading only")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -189,6 +226,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	keysFromFlag, burstSet := set["keys"], set["burst"]
 	var err error
+	if o.store, err = parseStore(store); err != nil {
+		return o, err
+	}
 	if set["upstream"] {
 		if o.upstream, err = parseEndpoints("-upstream", upstreams); err != nil {
 			return o, err
@@ -329,9 +369,13 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 
 	src, err := openSource(ctx, log, o)
 	if errors.Is(err, errInterrupted) {
-		if len(o.upstream) > 0 {
+		switch {
+		case len(o.upstream) > 0:
 			log.Warn("stopped: interrupted while the endpoints were asked for the chain")
-		} else {
+		case o.store.kind != storeMemory:
+			log.Warn("stopped: interrupted while the store was opened or the chain loaded into it; the blocks written stay, and importing the same dump again skips them",
+				append([]any{"chain", o.chain}, o.store.attrs()...)...)
+		default:
 			log.Warn("stopped: the chain load was interrupted before it ended", "chain", o.chain)
 		}
 		return nil
@@ -416,7 +460,13 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		attrs = append(attrs, "admin", adminLn.Addr().String())
 	}
 	log.Info("serving", attrs...)
-	if src.follower != nil {
+	switch {
+	case src.follower != nil && src.resumeAt != nil:
+		log.Info("following: the store holds blocks already: the copy resumes after its latest, and is served as it comes",
+			append([]any{"endpoint", endpointName(o.follow), "height", *src.resumeAt}, o.store.attrs()...)...)
+	case src.follower != nil && src.persistent:
+		log.Info("following: the chain is copied from the genesis up, and served as it comes", append([]any{"endpoint", endpointName(o.follow)}, o.store.attrs()...)...)
+	case src.follower != nil:
 		log.Info("following: the chain is copied from the genesis up, and served as it comes", "endpoint", endpointName(o.follow))
 	}
 	src.startFollowing()
@@ -627,9 +677,9 @@ func curlLine(url, body string) string {
 }
 
 // newestWithUncles finds the highest canonical block that has uncles, in a
-// chain held whole in memory.
+// chain the server holds, at most src.uncleDepth blocks below its head.
 func newestWithUncles(ctx context.Context, src *source) (*backend.Block, bool) {
-	if !src.whole {
+	if src.uncleDepth == 0 {
 		return nil, false
 	}
 	store := src.store
@@ -637,8 +687,15 @@ func newestWithUncles(ctx context.Context, src *source) (*backend.Block, bool) {
 	if err != nil {
 		return nil, false
 	}
-	low, _ := store.BlockByNumber(ctx, backend.Earliest)
-	for n := int64(head.Number); n >= int64(low.Number); n-- {
+	low, err := store.BlockByNumber(ctx, backend.Earliest)
+	if err != nil {
+		return nil, false
+	}
+	bottom := low.Number
+	if head.Number-bottom > src.uncleDepth {
+		bottom = head.Number - src.uncleDepth
+	}
+	for n := int64(head.Number); n >= int64(bottom); n-- {
 		b, err := store.BlockByNumber(ctx, backend.BlockNumber(n))
 		if err == nil && len(b.Uncles) > 0 {
 			return b, true

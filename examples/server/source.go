@@ -2,13 +2,15 @@ package main
 
 // Where the served chain comes from: a dump or the demo chain in memory,
 // the endpoints of -upstream read through the verifying upstream backend,
-// or the endpoint of -follow copied into memory as it grows.
+// the endpoint of -follow copied into memory as it grows, or any of these
+// but -upstream in the persistent store of -store (store.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"strings"
 
@@ -20,20 +22,31 @@ import (
 // source is the chain a run serves and what it must stop when the run ends.
 type source struct {
 	backend backend.Backend
-	// store is the chain in memory, nil with -upstream.
-	store *memstore.Store
-	// whole is set when store holds the whole chain already (a dump, the
-	// demo chain): printing the usage may then look through it for an
-	// uncle, which through an endpoint would mean a request per block.
-	whole bool
+	// store is the chain the server holds, in memory or in a persistent
+	// store; nil with -upstream. mem is it when it is in memory.
+	store backend.Backend
+	mem   *memstore.Store
+	// uncleDepth is how far below the head printing the usage may look
+	// for a block with an uncle: through an endpoint that would mean a
+	// request per block, so only a chain the server holds is searched,
+	// whole in memory, its top in a persistent store. 0: not at all.
+	uncleDepth uint64
 	// up is the upstream backend of -upstream.
 	up *upstream.Backend
 	// follower copies the chain of -follow into store; failed receives
-	// its fatal error, if it stops on one.
+	// its fatal error, if it stops on one. resumeAt is the latest block
+	// of a persistent store that held blocks already, which the follower
+	// continues from.
 	follower *upstream.Follower
+	resumeAt *uint64
 	failed   chan error
 	stop     context.CancelFunc
 	stopped  chan struct{}
+	// A persistent store (-store) and how to close it.
+	persistent bool
+	spec       storeSpec
+	closeStore func() error
+	log        *slog.Logger
 }
 
 // openSource returns the chain o asks for. With -follow the follower is
@@ -49,19 +62,21 @@ func openSource(ctx context.Context, log *slog.Logger, o options) (*source, erro
 			return nil, fmt.Errorf("-upstream: %w", err)
 		}
 		return &source{backend: up, up: up}, nil
+	case o.store.kind != storeMemory:
+		return openStore(ctx, log, o)
 	case o.follow != "":
 		store := memstore.New()
 		f, err := upstream.NewFollower(store, upstream.FollowConfig{Endpoint: o.follow, PollInterval: o.poll, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("-follow: %w", err)
 		}
-		return &source{backend: store, store: store, follower: f}, nil
+		return &source{backend: store, store: store, mem: store, follower: f}, nil
 	}
 	store, err := loadChainUntil(ctx, log, o)
 	if err != nil {
 		return nil, err
 	}
-	return &source{backend: store, store: store, whole: true}, nil
+	return &source{backend: store, store: store, mem: store, uncleDepth: math.MaxUint64}, nil
 }
 
 // startFollowing runs the follower of -follow in the background, until
@@ -82,7 +97,8 @@ func (s *source) startFollowing() {
 }
 
 // close stops the follower and waits for it, or closes the upstream
-// backend: what serves no request any more.
+// backend, and then closes the persistent store: what serves no request
+// any more.
 func (s *source) close() {
 	if s.stop != nil {
 		s.stop()
@@ -90,6 +106,14 @@ func (s *source) close() {
 	}
 	if s.up != nil {
 		s.up.Close()
+	}
+	if s.closeStore != nil {
+		if err := s.spec.redact(s.closeStore()); err != nil {
+			s.log.Error("store: closing it failed", append(s.spec.attrs(), "err", err)...)
+		} else {
+			s.log.Info("store: closed", s.spec.attrs()...)
+		}
+		s.closeStore = nil
 	}
 }
 
@@ -104,10 +128,21 @@ func (s *source) attrs(o options) []any {
 			names = append(names, st.Endpoint)
 		}
 		return []any{"upstream", strings.Join(names, ",")}
+	case s.follower != nil && s.persistent:
+		return append([]any{"follow", endpointName(o.follow)}, s.spec.attrs()...)
 	case s.follower != nil:
 		return []any{"follow", endpointName(o.follow)}
+	case s.persistent:
+		attrs := s.spec.attrs()
+		if o.readOnly {
+			attrs = append(attrs, "read_only", true)
+		}
+		if head, err := s.store.BlockByNumber(context.Background(), backend.Latest); err == nil {
+			return append(attrs, "head", head.Number)
+		}
+		return append(attrs, "head", "none")
 	}
-	return []any{"blocks", s.store.Len()}
+	return []any{"blocks", s.mem.Len()}
 }
 
 // parseEndpoints splits the comma-separated URLs of a flag and checks that
@@ -153,16 +188,24 @@ func (o *options) checkSource(set map[string]bool) error {
 	switch {
 	case named > 1:
 		return errors.New("-chain, -upstream and -follow each name the chain to serve: give one of them")
+	case len(o.upstream) > 0 && o.store.kind != storeMemory:
+		return errors.New("-store does not apply to -upstream: the upstream backend reads through the endpoints and keeps its own cache; copy a chain into a store with -follow")
+	case o.readOnly && o.store.kind != storePostgres:
+		return errors.New("-read-only needs a PostgreSQL store (-store postgres://...): it serves a store that another server writes")
+	case o.readOnly && (o.chain != "" || o.follow != ""):
+		return errors.New("-read-only serves the store as its writer keeps it: -chain and -follow write, give them to the writer (the same -store without -read-only)")
 	case o.poll < 0:
 		return fmt.Errorf("-poll %v: must not be negative", o.poll)
-	case set["poll"] && !live:
-		return errors.New("-poll needs -upstream or -follow: a dump does not change")
+	case set["poll"] && !live && !o.readOnly:
+		return errors.New("-poll needs -upstream, -follow or -read-only: a dump does not change")
 	}
-	if live {
-		for _, name := range []string{"safe", "finalized", "chainid"} {
-			if set[name] {
-				return fmt.Errorf("-%s applies to a dump or the demo chain: with -upstream or -follow the endpoint tells it", name)
-			}
+	for _, name := range []string{"safe", "finalized", "chainid"} {
+		switch {
+		case !set[name]:
+		case live:
+			return fmt.Errorf("-%s applies to a dump or the demo chain: with -upstream or -follow the endpoint tells it", name)
+		case o.readOnly:
+			return fmt.Errorf("-%s is written into the store: give it to the writer, not with -read-only", name)
 		}
 	}
 	return nil

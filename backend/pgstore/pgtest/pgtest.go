@@ -1,5 +1,6 @@
-// Package pgtest starts PostgreSQL servers for the tests of pgstore: a
-// private cluster in a temporary directory, listening on a free port of
+// Package pgtest starts PostgreSQL servers for tests that need one:
+// pgstore's own, and those of programs built on pgstore (the example
+// server's). Each is a private cluster in a temporary directory, listening on a free port of
 // 127.0.0.1 only (no Unix socket), with trust authentication, stopped by
 // its process id when the tests end. When the tests run as root, whom
 // initdb refuses, the server's programs run as the postgres user.
