@@ -69,10 +69,10 @@ func snapshot(t testing.TB, src *memstore.Store) *memstore.Store {
 			t.Fatal(err)
 		}
 	}
-	earliest, latest := mustBlock(t, src, backend.Earliest), mustBlock(t, src, backend.Latest)
+	earliest, latest := storeBlock(t, src, backend.Earliest), storeBlock(t, src, backend.Latest)
 	for n := earliest.Number; n <= latest.Number; n++ {
-		b := mustBlock(t, src, backend.BlockNumber(n))
-		if err := dst.AddBlock(b, uncles(t, src, b)...); err != nil {
+		b := storeBlock(t, src, backend.BlockNumber(n))
+		if err := dst.AddBlock(b, storeUncles(t, src, b)...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,29 +94,6 @@ func snapshot(t testing.TB, src *memstore.Store) *memstore.Store {
 	return dst
 }
 
-func mustBlock(t testing.TB, s *memstore.Store, n backend.BlockNumber) *backend.Block {
-	t.Helper()
-	b, err := s.BlockByNumber(context.Background(), n)
-	if err != nil {
-		t.Fatalf("block %v: %v", n, err)
-	}
-	return b
-}
-
-// uncles returns the uncles of a stored block, in order.
-func uncles(t testing.TB, s *memstore.Store, b *backend.Block) []*backend.Uncle {
-	t.Helper()
-	us := make([]*backend.Uncle, len(b.Uncles))
-	for i := range us {
-		u, err := s.UncleByBlockHashAndIndex(context.Background(), b.Hash, uint64(i))
-		if err != nil {
-			t.Fatalf("block %d uncle %d: %v", b.Number, i, err)
-		}
-		us[i] = u
-	}
-	return us
-}
-
 // blockJSON is a block as eth_getBlockByNumber(n, true) answers it.
 func blockJSON(b *backend.Block) string { return string(b.AppendJSON(nil, true)) }
 
@@ -127,12 +104,12 @@ func blockJSON(b *backend.Block) string { return string(b.AppendJSON(nil, true))
 func sameChain(t testing.TB, got, want *memstore.Store, from uint64) {
 	t.Helper()
 	ctx := context.Background()
-	wantHead, gotHead := mustBlock(t, want, backend.Latest), mustBlock(t, got, backend.Latest)
+	wantHead, gotHead := storeBlock(t, want, backend.Latest), storeBlock(t, got, backend.Latest)
 	if gotHead.Hash != wantHead.Hash {
 		t.Fatalf("latest is %d %s, want %d %s", gotHead.Number, gotHead.Hash, wantHead.Number, wantHead.Hash)
 	}
 	for n := from; n <= wantHead.Number; n++ {
-		w := mustBlock(t, want, backend.BlockNumber(n))
+		w := storeBlock(t, want, backend.BlockNumber(n))
 		g, err := got.BlockByNumber(ctx, backend.BlockNumber(n))
 		if err != nil {
 			t.Fatalf("block %d: %v", n, err)
@@ -144,7 +121,7 @@ func sameChain(t testing.TB, got, want *memstore.Store, from uint64) {
 		if err != nil || blockJSON(byHash) != blockJSON(w) {
 			t.Fatalf("block %d by hash: %v", n, err)
 		}
-		for i, wu := range uncles(t, want, w) {
+		for i, wu := range storeUncles(t, want, w) {
 			gu, err := got.UncleByBlockHashAndIndex(ctx, w.Hash, uint64(i))
 			if err != nil {
 				t.Fatalf("block %d uncle %d: %v", n, i, err)
@@ -294,7 +271,7 @@ func latestHash(s backend.Backend) backend.Hash {
 // reports itself synced.
 func waitSynced(t testing.TB, f *follower, dst backend.Backend, src *memstore.Store) {
 	t.Helper()
-	want := mustBlock(t, src, backend.Latest)
+	want := storeBlock(t, src, backend.Latest)
 	waitFor(t, fmt.Sprintf("the follower to reach block %d %s", want.Number, want.Hash), func() bool {
 		p := f.Progress()
 		return latestHash(dst) == want.Hash && p.Synced && p.Height == want.Number && p.Head == want.Number
@@ -328,7 +305,7 @@ func TestFollowChaintest(t *testing.T) {
 	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(4)(0, g) })
 	waitSynced(t, f, dst, src)
 	sameChain(t, dst, src, 0)
-	want := blockJSON(mustBlock(t, src, backend.Pending))
+	want := blockJSON(storeBlock(t, src, backend.Pending))
 	waitFor(t, "the pending block", func() bool {
 		p, err := dst.BlockByNumber(context.Background(), backend.Pending)
 		return err == nil && blockJSON(p) == want
@@ -357,7 +334,7 @@ func TestFollowDemoChain(t *testing.T) {
 	f := startFollower(t, dst, node, upstream.FollowConfig{})
 	waitSynced(t, f, dst, src)
 	sameChain(t, dst, src, 0)
-	want := blockJSON(mustBlock(t, src, backend.Pending))
+	want := blockJSON(storeBlock(t, src, backend.Pending))
 	waitFor(t, "the tags and the pending block", func() bool {
 		p, err := dst.BlockByNumber(context.Background(), backend.Pending)
 		return tagNumber(dst, backend.Safe) == demo.Safe && tagNumber(dst, backend.Finalized) == demo.Finalized &&
@@ -756,7 +733,7 @@ func TestFollowRefusesTampered(t *testing.T) {
 			b := chaintest.New(preMerge)
 			blocksWithUncles(b, 12)
 			src := b.Store()
-			real := mustBlock(t, src, target)
+			real := storeBlock(t, src, target)
 			if len(real.Uncles) == 0 || len(real.Transactions) < 2 {
 				t.Fatalf("block %d has %d uncles and %d transactions: the test needs both", target, len(real.Uncles), len(real.Transactions))
 			}
@@ -774,7 +751,7 @@ func TestFollowRefusesTampered(t *testing.T) {
 			// the block may be stored meanwhile.
 			time.Sleep(50 * time.Millisecond)
 			ctx := context.Background()
-			if got := mustBlock(t, dst, backend.Latest).Number; got != target-1 {
+			if got := storeBlock(t, dst, backend.Latest).Number; got != target-1 {
 				t.Fatalf("the store went on to block %d past the tampered block %d", got, target)
 			}
 			if _, err := dst.BlockByHash(ctx, real.Hash); !errors.Is(err, backend.ErrNotFound) {
@@ -848,7 +825,7 @@ func TestFollowTotalDifficulty(t *testing.T) {
 	b := chaintest.New(preMerge)
 	blocksWithUncles(b, 24)
 	src := b.Store()
-	srcHead := mustBlock(t, src, backend.Latest)
+	srcHead := storeBlock(t, src, backend.Latest)
 	if srcHead.TotalDifficulty == nil || srcHead.TotalDifficulty.Uint64() != 25*0x20000 {
 		t.Fatalf("the source's head has total difficulty %v, want 25 blocks of 0x20000", srcHead.TotalDifficulty)
 	}
@@ -857,21 +834,21 @@ func TestFollowTotalDifficulty(t *testing.T) {
 		dst := memstore.New()
 		f := startFollower(t, dst, newFakeNode(t, src), upstream.FollowConfig{})
 		waitSynced(t, f, dst, src)
-		if got := mustBlock(t, dst, backend.Latest).TotalDifficulty; got == nil || !got.Eq(srcHead.TotalDifficulty) {
+		if got := storeBlock(t, dst, backend.Latest).TotalDifficulty; got == nil || !got.Eq(srcHead.TotalDifficulty) {
 			t.Errorf("total difficulty %v, want %v", got, srcHead.TotalDifficulty)
 		}
 		sameChain(t, dst, src, 0)
 	})
 	t.Run("from block 10 with its total difficulty", func(t *testing.T) {
 		dst := memstore.New()
-		td := mustBlock(t, src, 10).TotalDifficulty
+		td := storeBlock(t, src, 10).TotalDifficulty
 		f := startFollower(t, dst, newFakeNode(t, src), upstream.FollowConfig{From: 10, FromTotalDifficulty: td})
 		waitSynced(t, f, dst, src)
 		// Every uncle from block 12 on has its parent in the store, so
 		// everything from block 10 on is the source's, total difficulty
 		// included.
 		sameChain(t, dst, src, 10)
-		if got := mustBlock(t, dst, backend.Earliest).Number; got != 10 {
+		if got := storeBlock(t, dst, backend.Earliest).Number; got != 10 {
 			t.Errorf("earliest is %d, want 10", got)
 		}
 	})
@@ -880,7 +857,7 @@ func TestFollowTotalDifficulty(t *testing.T) {
 		f := startFollower(t, dst, newFakeNode(t, src), upstream.FollowConfig{From: 10})
 		waitSynced(t, f, dst, src)
 		for _, n := range []backend.BlockNumber{10, 17, backend.Latest} {
-			if got := mustBlock(t, dst, n).TotalDifficulty; got != nil {
+			if got := storeBlock(t, dst, n).TotalDifficulty; got != nil {
 				t.Errorf("block %v has total difficulty %v, which cannot be known", n, got)
 			}
 		}
@@ -895,7 +872,7 @@ func TestFollowTotalDifficulty(t *testing.T) {
 		waitSynced(t, f, dst, mb.Store())
 		want := uint256.MustFromDecimal("58750003716598352816469")
 		for _, n := range []backend.BlockNumber{5, 8} {
-			if got := mustBlock(t, dst, n).TotalDifficulty; got == nil || !got.Eq(want) {
+			if got := storeBlock(t, dst, n).TotalDifficulty; got == nil || !got.Eq(want) {
 				t.Errorf("block %d has total difficulty %v, want mainnet's final %v", n, got, want)
 			}
 		}
@@ -1171,8 +1148,8 @@ func TestFollowMainnetBlocks(t *testing.T) {
 			dst := memstore.New()
 			f := startFollower(t, dst, newFakeNode(t, src), upstream.FollowConfig{From: block.Number})
 			waitSynced(t, f, dst, src)
-			want := mustBlock(t, src, backend.Latest)
-			got := mustBlock(t, dst, backend.Latest)
+			want := storeBlock(t, src, backend.Latest)
+			got := storeBlock(t, dst, backend.Latest)
 			if got.TotalDifficulty == nil || !got.TotalDifficulty.Eq(frozen) {
 				t.Errorf("block %d has total difficulty %v, want mainnet's final %v", got.Number, got.TotalDifficulty, frozen)
 			}
