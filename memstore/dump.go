@@ -121,8 +121,8 @@ func (l *Loader) load(r io.Reader, w backend.Writer, s *Store) error {
 	if limit <= 0 {
 		limit = DefaultMaxLineBytes
 	}
-	var sum summary
-	if l.Logger != nil {
+	sum := summary{logging: l.Logger != nil}
+	if sum.logging && s != nil {
 		sum.firstLine = make(map[backend.Hash]int)
 	}
 	br := bufio.NewReaderSize(r, 1<<16)
@@ -283,9 +283,12 @@ const maxListed = 10
 
 // summary gathers what the log of a load tells of the dump's holes.
 type summary struct {
-	lines int // lines with a block
+	logging bool
+	lines   int // lines with a block
 	// firstLine is the line of each block, to name the line a duplicate
-	// repeats; nil when nothing is logged.
+	// repeats; nil when nothing is logged, and for a store other than
+	// memstore: such a store may hold a chain far larger than memory,
+	// and skips the blocks it holds already by itself.
 	firstLine       map[backend.Hash]int
 	duplicates      []string // "line (as line)", the first maxListed
 	duplicateCount  int
@@ -294,10 +297,36 @@ type summary struct {
 	// The number of the previous canonical line.
 	previous      uint64
 	seenCanonical bool
-	// canonical holds the numbers of the canonical lines, for a store
-	// other than memstore, whose canonical chain the summary cannot
-	// read; nil when nothing is logged.
-	canonical []uint64
+	// runs holds the numbers of the canonical lines as runs of
+	// consecutive numbers, for a store other than memstore, whose
+	// canonical chain the summary cannot read: a dump in order is one run,
+	// whatever its length.
+	runs [][2]uint64
+}
+
+// addRun notes a canonical line's number.
+func (sum *summary) addRun(n uint64) {
+	if k := len(sum.runs) - 1; k >= 0 && n >= sum.runs[k][0] && n <= sum.runs[k][1]+1 {
+		sum.runs[k][1] = max(sum.runs[k][1], n)
+		return
+	}
+	sum.runs = append(sum.runs, [2]uint64{n, n})
+}
+
+// mergedRuns returns the runs in order, merged where they overlap or
+// touch: the holes between them are the canonical chain's.
+func (sum *summary) mergedRuns() [][2]uint64 {
+	runs := slices.Clone(sum.runs)
+	slices.SortFunc(runs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	var merged [][2]uint64
+	for _, r := range runs {
+		if k := len(merged) - 1; k >= 0 && r[0] <= merged[k][1]+1 {
+			merged[k][1] = max(merged[k][1], r[1])
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
 }
 
 // note takes in line n, whose block was stored.
@@ -312,11 +341,14 @@ func (sum *summary) note(n int, d *dumpLine) {
 		}
 		sum.previous, sum.seenCanonical = d.Block.Number, true
 	}
-	if sum.firstLine == nil {
+	if !sum.logging {
 		return
 	}
-	if d.Canonical == nil || *d.Canonical {
-		sum.canonical = append(sum.canonical, d.Block.Number)
+	if sum.firstLine == nil {
+		if d.Canonical == nil || *d.Canonical {
+			sum.addRun(d.Block.Number)
+		}
+		return
 	}
 	// Stored means checked: a given hash is the header's.
 	hash := d.Block.Hash
@@ -339,50 +371,57 @@ func (sum *summary) note(n int, d *dumpLine) {
 // and whether a total difficulty is unknown is not said.
 func (sum *summary) log(log *slog.Logger, s *Store) {
 	ctx := context.Background()
-	numbers, blocks := sum.canonical, sum.lines-sum.duplicateCount
+	// The canonical chain as runs of consecutive numbers: the store's own,
+	// or the canonical lines'.
+	runs := sum.mergedRuns()
+	var numbers []uint64
 	if s != nil {
 		s.mu.RLock()
+		defer s.mu.RUnlock()
 		numbers = make([]uint64, 0, len(s.canonical))
 		for n := range s.canonical {
 			numbers = append(numbers, n)
 		}
-		blocks = len(s.blocks)
-	}
-	slices.Sort(numbers)
-	numbers = slices.Compact(numbers)
-	var (
-		ranges     []string
-		rangeCount int
-		missing    uint64
-		unknownTD  int
-	)
-	for i := 1; i < len(numbers); i++ {
-		from, to := numbers[i-1]+1, numbers[i]-1
-		if from > to {
-			continue
+		slices.Sort(numbers)
+		runs = nil
+		for i, n := range numbers {
+			if i > 0 && n == numbers[i-1]+1 {
+				runs[len(runs)-1][1] = n
+				continue
+			}
+			runs = append(runs, [2]uint64{n, n})
 		}
+	}
+	var (
+		ranges    []string
+		missing   uint64
+		unknownTD int
+	)
+	for i := 1; i < len(runs); i++ {
+		from, to := runs[i-1][1]+1, runs[i][0]-1
 		missing += to - from + 1
-		rangeCount++
 		if len(ranges) < maxListed {
 			ranges = append(ranges, numberRange(from, to))
 		}
-		if rangeCount == 1 && s != nil {
-			// Above the first hole, a total difficulty is known only if
-			// the dump gave it.
-			for _, n := range numbers[i:] {
-				if s.blocks[s.canonical[n]].block.TotalDifficulty == nil {
-					unknownTD++
-				}
+	}
+	if len(runs) > 1 && s != nil {
+		// Above the first hole, a total difficulty is known only if the
+		// dump gave it.
+		for _, n := range numbers {
+			if n > runs[0][1] && s.blocks[s.canonical[n]].block.TotalDifficulty == nil {
+				unknownTD++
 			}
 		}
 	}
-	if s != nil {
-		s.mu.RUnlock()
-	}
+	rangeCount := max(len(runs)-1, 0)
 
-	attrs := []slog.Attr{slog.Int("lines", sum.lines), slog.Int("blocks", blocks)}
-	if len(numbers) > 0 {
-		attrs = append(attrs, slog.String("canonical", numberRange(numbers[0], numbers[len(numbers)-1])))
+	// How many distinct blocks the dump held is known of a memstore only.
+	attrs := []slog.Attr{slog.Int("lines", sum.lines)}
+	if s != nil {
+		attrs = append(attrs, slog.Int("blocks", len(s.blocks)))
+	}
+	if len(runs) > 0 {
+		attrs = append(attrs, slog.String("canonical", numberRange(runs[0][0], runs[len(runs)-1][1])))
 	}
 	log.LogAttrs(ctx, slog.LevelInfo, "memstore: dump loaded", attrs...)
 	if rangeCount > 0 {
