@@ -289,18 +289,26 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	if err != nil {
 		return nil, readError(ctx, err)
 	}
+	// A row newer than the last poll makes the Reader poll, so that what
+	// it serves next is at least as new. The row is then of a state
+	// between the two polls, which may have been reorganised again by the
+	// second: it is served, once, but not noted as the canonical block at
+	// n under the second poll's reorganisation counter.
+	fromPoll := true
 	if r.polls && version > st.version {
 		if err := r.refreshPast(ctx, version-1); err != nil {
 			return nil, err
 		}
-		st = r.head.Load()
+		fromPoll = false
 	}
 	h := backend.Hash(hash)
 	b, err := r.decodeBlock(h, td, body)
 	if err != nil {
 		return nil, err
 	}
-	r.cache.addHint(n, h, st.reorgVersion)
+	if fromPoll {
+		r.cache.addHint(n, h, st.reorgVersion)
+	}
 	return b, nil
 }
 
