@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/blockrpc/blockrpc"
 	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
@@ -40,7 +41,13 @@ func Example() {
 	}
 	resp.Body.Close()
 
+	// A request is counted when its handler returns, which may be just
+	// after the client has its answer.
 	n, err := testutil.GatherAndCount(reg, "blockrpc_calls_total", "blockrpc_http_requests_total")
+	for deadline := time.Now().Add(5 * time.Second); n < 2 && err == nil && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		n, err = testutil.GatherAndCount(reg, "blockrpc_calls_total", "blockrpc_http_requests_total")
+	}
 	fmt.Println(n, err)
 	// Output:
 	// 2 <nil>

@@ -658,7 +658,9 @@ func newKey() string {
 }
 
 // printUsage prints the endpoint and curl lines that query the latest block
-// and, for a chain in memory whole, the newest uncle.
+// and, for a chain in memory whole, the newest uncle. The one blank line
+// after the endpoint's and at the end frame the curl lines, so that a
+// reader of the output knows where they end.
 func printUsage(ctx context.Context, w io.Writer, src *source, url, key string, generated bool) {
 	if generated {
 		fmt.Fprintf(w, "API key (generated for this run): %s\n", key)
@@ -666,7 +668,7 @@ func printUsage(ctx context.Context, w io.Writer, src *source, url, key string, 
 	fmt.Fprintf(w, "JSON-RPC endpoint: %s%s\n\n", url, key)
 	fmt.Fprintf(w, "The latest block:\n%s\n", curlLine(url+key, `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}`))
 	if b, ok := newestWithUncles(ctx, src); ok {
-		fmt.Fprintf(w, "\nThe uncle of block %d:\n%s\n", b.Number,
+		fmt.Fprintf(w, "The uncle of block %d:\n%s\n", b.Number,
 			curlLine(url+key, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"eth_getUncleByBlockHashAndIndex","params":["%s","0x0"]}`, b.Hash)))
 	}
 	fmt.Fprintln(w)
