@@ -113,14 +113,30 @@ func (b *Block) Copy() *Block {
 // with transaction objects when fullTx is set and the bodies are known, and
 // transaction hashes otherwise.
 func (b *Block) AppendJSON(dst []byte, fullTx bool) []byte {
-	return b.Header.appendObject(dst, &objectParts{
+	dst, _ = b.AppendLentJSON(dst, fullTx, nil)
+	return dst
+}
+
+// AppendLentJSON appends the block object of a block that a Lender lent,
+// with its transactions decoded from txs one at a time: what AppendJSON
+// writes for the block with its Transactions filled in. A nil txs is a
+// block that holds its transactions itself, and AppendJSON's answer. The
+// error is txs's, and dst then holds part of an object.
+func (b *Block) AppendLentJSON(dst []byte, fullTx bool, txs TransactionDecoder) ([]byte, error) {
+	if b.Transactions != nil {
+		txs = nil
+	}
+	p := objectParts{
 		hash:    b.Hash,
 		size:    b.Size,
 		td:      b.TotalDifficulty,
 		pending: b.Pending,
 		block:   b,
-		fullTx:  fullTx && b.Transactions != nil,
-	})
+		fullTx:  fullTx && (b.Transactions != nil || txs != nil),
+		txs:     txs,
+	}
+	dst = b.Header.appendObject(dst, &p)
+	return dst, p.err
 }
 
 // MarshalJSON implements json.Marshaler: transaction objects when the block
@@ -130,17 +146,34 @@ func (b Block) MarshalJSON() ([]byte, error) {
 	return b.AppendJSON(nil, true), nil
 }
 
-func (b *Block) appendTransactions(dst []byte, fullTx, pending bool) []byte {
+func (b *Block) appendTransactions(dst []byte, p *objectParts) []byte {
 	dst = append(dst, `"transactions":[`...)
+	pos := txPosition{
+		blockHash:      b.Hash,
+		blockNumber:    b.Number,
+		blockTimestamp: b.Timestamp,
+		pending:        p.pending,
+		baseFee:        b.BaseFeePerGas,
+	}
 	switch {
-	case fullTx:
-		pos := txPosition{
-			blockHash:      b.Hash,
-			blockNumber:    b.Number,
-			blockTimestamp: b.Timestamp,
-			pending:        pending,
-			baseFee:        b.BaseFeePerGas,
+	case p.txs != nil && (p.fullTx || b.TransactionHashes == nil):
+		var tx Transaction
+		for {
+			more, err := p.txs.DecodeNext(&tx)
+			if err != nil || !more {
+				p.err = err
+				break
+			}
+			if p.fullTx {
+				dst = tx.appendObject(dst, &pos)
+			} else {
+				dst = appendHashString(dst, &tx.Hash)
+			}
+			dst = append(dst, ',')
+			pos.index++
 		}
+		return closeArray(dst, int(pos.index))
+	case p.fullTx:
 		for i, tx := range b.Transactions {
 			pos.index = uint64(i)
 			dst = append(tx.appendObject(dst, &pos), ',')

@@ -137,6 +137,10 @@ type objectParts struct {
 	// "uncles": [].
 	block  *Block
 	fullTx bool
+	// txs decodes the transactions of a lent block, and err keeps its
+	// error.
+	txs TransactionDecoder
+	err error
 }
 
 // appendObject writes a block object: the header fields and the parts, in
@@ -188,7 +192,7 @@ func (h *Header) appendObject(dst []byte, p *objectParts) []byte {
 		dst = append(dst, `"totalDifficulty":null,`...)
 	}
 	if p.block != nil {
-		dst = p.block.appendTransactions(dst, p.fullTx, p.pending)
+		dst = p.block.appendTransactions(dst, p)
 	}
 	dst = appendBytesMember(dst, `"transactionsRoot":`, h.TransactionsRoot[:])
 	if p.block != nil {

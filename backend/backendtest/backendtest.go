@@ -18,6 +18,10 @@
 //
 // TestBackend checks a Backend that cannot be written, such as one reading
 // from a node, against a reference that serves the same chain.
+//
+// A Backend that is a backend.Lender is checked lending as well: each lent
+// block must be written as the block its BlockByNumber or BlockByHash
+// returns, and fail alike.
 package backendtest
 
 import (
@@ -83,6 +87,9 @@ func (c *comparer) byNumber(n backend.BlockNumber) *backend.Block {
 	ctx := context.Background()
 	w, werr := c.want.BlockByNumber(ctx, n)
 	g, gerr := c.got.BlockByNumber(ctx, n)
+	if l, ok := c.got.(backend.Lender); ok {
+		c.lent("lent block "+n.String(), w, werr, func(f lendFunc) error { return l.LendBlockByNumber(ctx, n, f) })
+	}
 	if !c.sameError("block "+n.String(), gerr, werr) || werr != nil {
 		return nil
 	}
@@ -90,11 +97,54 @@ func (c *comparer) byNumber(n backend.BlockNumber) *backend.Block {
 	return w
 }
 
+type lendFunc = func(*backend.Block, backend.TransactionDecoder) error
+
+// lent compares a block that got lends with want's, in both forms.
+func (c *comparer) lent(what string, want *backend.Block, werr error, lend func(lendFunc) error) {
+	c.t.Helper()
+	called := false
+	gerr := lend(func(b *backend.Block, txs backend.TransactionDecoder) error {
+		called = true
+		if werr != nil {
+			return nil
+		}
+		if b.Transactions != nil && txs != nil {
+			c.t.Errorf("%s holds its transactions and lends a decoder of them too", what)
+		}
+		g, err := b.AppendLentJSON(nil, false, nil)
+		if w := want.AppendJSON(nil, false); err != nil || string(g) != string(w) {
+			c.t.Errorf("%s (fullTx false) differs (%v):\n got  %s\n want %s", what, err, g, w)
+		}
+		if !want.HasTransactionBodies() {
+			if txs != nil {
+				c.t.Errorf("%s lends transaction bodies the reference does not have", what)
+			}
+			return nil
+		}
+		g, err = b.AppendLentJSON(nil, true, txs)
+		if w := want.AppendJSON(nil, true); err != nil || string(g) != string(w) {
+			c.t.Errorf("%s (fullTx true) differs (%v):\n got  %s\n want %s", what, err, g, w)
+		}
+		return nil
+	})
+	switch {
+	case werr == nil && !called:
+		c.t.Errorf("%s: %v, want the block lent", what, gerr)
+	case werr != nil && called:
+		c.t.Errorf("%s: lent, want %v", what, werr)
+	case werr != nil:
+		c.sameError(what, gerr, werr)
+	}
+}
+
 func (c *comparer) byHash(h backend.Hash) {
 	c.t.Helper()
 	ctx := context.Background()
 	w, werr := c.want.BlockByHash(ctx, h)
 	g, gerr := c.got.BlockByHash(ctx, h)
+	if l, ok := c.got.(backend.Lender); ok {
+		c.lent("lent block "+h.String(), w, werr, func(f lendFunc) error { return l.LendBlockByHash(ctx, h, f) })
+	}
 	if !c.sameError("block "+h.String(), gerr, werr) || werr != nil {
 		return
 	}

@@ -251,8 +251,20 @@ func Append(dst []byte, b *backend.Block, uncles []*backend.Uncle) []byte {
 	for i := range b.TransactionHashes {
 		e.hash(&b.TransactionHashes[i])
 	}
-	e.count(len(b.Transactions), b.Transactions == nil)
-	for _, tx := range b.Transactions {
+	return AppendTransactions(e.buf, b.Transactions)
+}
+
+// Transactions are a block's transactions as a record holds them, at its
+// end, or on their own (AppendTransactions): for a store that keeps a
+// block's header as Go values and its bodies encoded.
+type Transactions []byte
+
+// AppendTransactions appends the encoding of a block's transactions, nil
+// for a block held by its transaction hashes.
+func AppendTransactions(dst []byte, txs []*backend.Transaction) []byte {
+	e := encoder{buf: dst}
+	e.count(len(txs), txs == nil)
+	for _, tx := range txs {
 		e.transaction(tx)
 	}
 	return e.buf
@@ -272,7 +284,11 @@ type decoder struct {
 	arena    []byte
 	u256s    []uint256.Int
 	addrs    []backend.Address
+	tuples   []backend.AccessTuple
+	keys     []backend.Hash
 	prealloc bool
+	// borrow makes byte slices refer to the record instead of copying.
+	borrow bool
 }
 
 // reserve sizes the arena for a record of n bytes holding about txs
@@ -300,9 +316,28 @@ func (d *decoder) newAddress() *backend.Address {
 	return &d.addrs[len(d.addrs)-1]
 }
 
+// carve returns n zeroed elements from the end of *pool, which grows by a
+// new allocation when full: the values carved before keep their memory.
+func carve[T any](pool *[]T, n int) []T {
+	if n == 0 {
+		return []T{} // empty, not nil: the two encode apart
+	}
+	if cap(*pool)-len(*pool) < n {
+		*pool = make([]T, 0, max(16, n, cap(*pool)))
+	}
+	start := len(*pool)
+	*pool = (*pool)[:start+n]
+	s := (*pool)[start : start+n : start+n]
+	clear(s)
+	return s
+}
+
 // copyBytes returns a copy of b from the arena, with no room to append
 // into the next value.
 func (d *decoder) copyBytes(b []byte) []byte {
+	if d.borrow {
+		return b
+	}
 	if !d.prealloc || cap(d.arena)-len(d.arena) < len(b) {
 		return append(make([]byte, 0, len(b)), b...)
 	}
@@ -478,12 +513,12 @@ func (d *decoder) transaction(tx *backend.Transaction, baseFee *uint256.Int) {
 	d.u256(&tx.Value)
 	tx.Input = d.bytes()
 	if n, isNil := d.count(21); !isNil {
-		tx.AccessList = make([]backend.AccessTuple, n)
+		tx.AccessList = carve(&d.tuples, n)
 		for i := range tx.AccessList {
 			t := &tx.AccessList[i]
 			t.Address = d.address()
 			if k, isNil := d.count(32); !isNil {
-				t.StorageKeys = make([]backend.Hash, k)
+				t.StorageKeys = carve(&d.keys, k)
 				for j := range t.StorageKeys {
 					t.StorageKeys[j] = d.hash()
 				}
@@ -519,9 +554,8 @@ func (d *decoder) transaction(tx *backend.Transaction, baseFee *uint256.Int) {
 	}
 	switch {
 	case tx.Type == backend.LegacyTxType:
-		if id := legacyChainID(&tx.V); id != nil {
-			tx.ChainID = d.newU256()
-			*tx.ChainID = *id
+		if legacyProtected(&tx.V) {
+			tx.ChainID = legacyChainID(d.newU256(), &tx.V)
 		}
 	case tx.Type >= backend.DynamicFeeTxType:
 		if price, ok := tx.EffectiveGasPrice(baseFee); ok {
@@ -531,13 +565,15 @@ func (d *decoder) transaction(tx *backend.Transaction, baseFee *uint256.Int) {
 	}
 }
 
-// legacyChainID is the chain id a legacy v gives (EIP-155), as
-// backend.Seal derives it: none for 27 and 28.
-func legacyChainID(v *uint256.Int) *uint256.Int {
-	if v.IsUint64() && (v.Uint64() == 27 || v.Uint64() == 28) {
-		return nil
-	}
-	id := new(uint256.Int).Sub(v, uint256.NewInt(35))
+// legacyProtected reports whether a legacy v carries a chain id
+// (EIP-155), as backend.Seal sees it: 27 and 28 do not.
+func legacyProtected(v *uint256.Int) bool {
+	return !v.IsUint64() || (v.Uint64() != 27 && v.Uint64() != 28)
+}
+
+// legacyChainID sets id to the chain id of a protected legacy v.
+func legacyChainID(id, v *uint256.Int) *uint256.Int {
+	id.Sub(v, uint256.NewInt(35))
 	return id.Rsh(id, 1)
 }
 
@@ -609,14 +645,7 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 			b.TransactionHashes[i] = d.hash()
 		}
 	}
-	if n, isNil := d.count(minTxBytes); !isNil {
-		b.Transactions = make([]*backend.Transaction, n)
-		txs := make([]backend.Transaction, n)
-		for i := range b.Transactions {
-			b.Transactions[i] = &txs[i]
-			d.transaction(&txs[i], b.BaseFeePerGas)
-		}
-	}
+	b.Transactions = d.transactions(b.BaseFeePerGas)
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail()
 	}
@@ -624,4 +653,71 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 		return nil, nil, d.err
 	}
 	return b, uncles, nil
+}
+
+// transactions decodes the transactions at the end of a record.
+func (d *decoder) transactions(baseFee *uint256.Int) []*backend.Transaction {
+	n, isNil := d.count(minTxBytes)
+	if isNil {
+		return nil
+	}
+	ptrs := make([]*backend.Transaction, n)
+	txs := make([]backend.Transaction, n)
+	for i := range ptrs {
+		ptrs[i] = &txs[i]
+		d.transaction(&txs[i], baseFee)
+	}
+	return ptrs
+}
+
+// Decode decodes the transactions of a block whose base fee is baseFee
+// (the effective gas prices follow from it). They share memory, as
+// a record's decoded values do.
+func (t Transactions) Decode(baseFee *uint256.Int) ([]*backend.Transaction, error) {
+	d := decoder{buf: t}
+	d.reserve(len(t), len(t)/512)
+	txs := d.transactions(baseFee)
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail()
+	}
+	return txs, d.err
+}
+
+// Reader returns a backend.TransactionDecoder of the transactions, for a
+// block lent by a backend.Lender: each transaction is decoded into the
+// memory of the one before, and its byte slices (the input) refer to t.
+func (t Transactions) Reader(baseFee *uint256.Int) *TransactionReader {
+	r := &TransactionReader{baseFee: baseFee}
+	r.d.buf, r.d.borrow, r.d.prealloc = t, true, true
+	r.left, _ = r.d.count(minTxBytes)
+	return r
+}
+
+// A TransactionReader decodes transactions one at a time (Reader).
+type TransactionReader struct {
+	d       decoder
+	left    int
+	baseFee *uint256.Int
+	// The memory the transaction in hand refers to: its optional 256-bit
+	// integers (at most five: the chain id, three prices and the blob
+	// fee cap) and its recipient.
+	u256s [5]uint256.Int
+	to    [1]backend.Address
+}
+
+// DecodeNext implements backend.TransactionDecoder.
+func (r *TransactionReader) DecodeNext(tx *backend.Transaction) (bool, error) {
+	d := &r.d
+	if r.left == 0 || d.err != nil {
+		if d.err == nil && len(d.buf) != 0 {
+			d.fail()
+		}
+		return false, d.err
+	}
+	r.left--
+	d.u256s, d.addrs = r.u256s[:0], r.to[:0]
+	d.tuples, d.keys = d.tuples[:0], d.keys[:0]
+	*tx = backend.Transaction{}
+	d.transaction(tx, r.baseFee)
+	return d.err == nil, d.err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/google/go-cmp/cmp"
+	"github.com/holiman/uint256"
 )
 
 // sample is a block with its uncles as a store serves them.
@@ -163,14 +164,27 @@ func TestCorruptRecord(t *testing.T) {
 	}
 }
 
-// FuzzDecode gives the decoder arbitrary bytes, seeded with real records:
-// it must decode them or fail with ErrCorrupt, never panic, and what it
-// decodes must encode back to the same bytes.
+// FuzzDecode gives the decoders arbitrary bytes, seeded with real records
+// and transactions: they must decode them or fail with ErrCorrupt, never
+// panic, and what Decode decodes must encode back to the same bytes.
 func FuzzDecode(f *testing.F) {
 	for _, s := range synthChain(3, 5) {
 		f.Add(record.Append(nil, s.block, s.uncles))
+		f.Add(record.AppendTransactions(nil, s.block.Transactions))
 	}
 	f.Fuzz(func(t *testing.T, rec []byte) {
+		r := record.Transactions(rec).Reader(uint256.NewInt(7))
+		var tx backend.Transaction
+		for {
+			more, err := r.DecodeNext(&tx)
+			if err != nil && !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("the reader's error is not ErrCorrupt: %v", err)
+			}
+			if err != nil || !more {
+				break
+			}
+		}
+
 		b, uncles, err := record.Decode(rec)
 		if err != nil {
 			if !errors.Is(err, record.ErrCorrupt) {

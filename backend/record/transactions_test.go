@@ -1,0 +1,82 @@
+package record_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestTransactionsReader reads every block's transactions one at a time
+// into the same value, and finds each as it went in; the lent block they
+// make is written as the block itself is.
+func TestTransactionsReader(t *testing.T) {
+	var all []sample
+	all = append(all, everyForkChain(t)...)
+	all = append(all, demoChain(t)...)
+	all = append(all, synthChain(10, 120)...)
+	for _, s := range all {
+		b := s.block
+		if b.Transactions == nil {
+			continue
+		}
+		enc := record.Transactions(record.AppendTransactions(nil, b.Transactions))
+		r := enc.Reader(b.BaseFeePerGas)
+		var tx backend.Transaction
+		for i, want := range b.Transactions {
+			more, err := r.DecodeNext(&tx)
+			if err != nil || !more {
+				t.Fatalf("block %d: transaction %d: %v, %v", b.Number, i, more, err)
+			}
+			if diff := cmp.Diff(want, &tx); diff != "" {
+				t.Fatalf("block %d: transaction %d reads differently (-want +got):\n%s", b.Number, i, diff)
+			}
+		}
+		if more, err := r.DecodeNext(&tx); more || err != nil {
+			t.Fatalf("block %d: after the last transaction: %v, %v", b.Number, more, err)
+		}
+
+		lent := *b
+		lent.Transactions = nil
+		for _, fullTx := range []bool{true, false} {
+			got, err := lent.AppendLentJSON(nil, fullTx, enc.Reader(b.BaseFeePerGas))
+			if want := b.AppendJSON(nil, fullTx); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("block %d lent (fullTx %v): %v\n got  %s\n want %s", b.Number, fullTx, err, got, want)
+			}
+		}
+	}
+}
+
+// TestTransactionsCorrupt cuts and alters an encoding: the reader reports
+// ErrCorrupt, and never panics.
+func TestTransactionsCorrupt(t *testing.T) {
+	b := synthChain(2, 40)[1].block
+	if len(b.Transactions) == 0 {
+		t.Fatal("the sample block has no transactions")
+	}
+	enc := record.AppendTransactions(nil, b.Transactions)
+	read := func(enc []byte) error {
+		r := record.Transactions(enc).Reader(b.BaseFeePerGas)
+		var tx backend.Transaction
+		for {
+			more, err := r.DecodeNext(&tx)
+			if err != nil || !more {
+				return err
+			}
+		}
+	}
+	for _, n := range []int{1, 2, len(enc) / 3, len(enc) - 1} {
+		if err := read(enc[:n]); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("cut to %d of %d bytes: %v, want ErrCorrupt", n, len(enc), err)
+		}
+	}
+	if err := read(append(enc[:len(enc):len(enc)], 0)); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("with a byte past the end: %v, want ErrCorrupt", err)
+	}
+	if _, err := record.Transactions(enc[:len(enc)/2]).Decode(b.BaseFeePerGas); !errors.Is(err, record.ErrCorrupt) {
+		t.Errorf("Decode of half: %v, want ErrCorrupt", err)
+	}
+}
