@@ -23,14 +23,21 @@ func (s *Service) ChainID(ctx context.Context) (uint64, error) {
 // BlockNumber returns the number of the latest block: what eth_blockNumber
 // answers.
 func (s *Service) BlockNumber(ctx context.Context) (uint64, error) {
-	v, err := s.blockByNumber(ctx, backend.Latest, false)
+	var n *uint64
+	err := s.blockByNumber(ctx, backend.Latest, false, func(v blockView) error {
+		if v.block != nil {
+			number := v.block.Number // the view is lent: keep a copy
+			n = &number
+		}
+		return nil
+	})
 	switch {
 	case err != nil:
 		return 0, err
-	case v.block == nil:
+	case n == nil:
 		return 0, ErrNoBlocks
 	}
-	return v.block.Number, nil
+	return *n, nil
 }
 
 // GetBlockByNumber returns the block that number selects, with transaction
@@ -42,15 +49,23 @@ func (s *Service) BlockNumber(ctx context.Context) (uint64, error) {
 // the pending block, Pending is set and Hash, Number, Nonce and LogsBloom
 // are zero, as the answer has them null.
 func (s *Service) GetBlockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool) (*backend.Block, error) {
-	v, err := s.blockByNumber(ctx, number, fullTx)
-	return v.copy(), err
+	var b *backend.Block
+	err := s.blockByNumber(ctx, number, fullTx, func(v blockView) (err error) {
+		b, err = v.copy()
+		return err
+	})
+	return b, err
 }
 
 // GetBlockByHash returns the block with the given hash, canonical or not,
 // as GetBlockByNumber does, or nil when there is none.
 func (s *Service) GetBlockByHash(ctx context.Context, hash backend.Hash, fullTx bool) (*backend.Block, error) {
-	v, err := s.blockByHash(ctx, hash, fullTx)
-	return v.copy(), err
+	var b *backend.Block
+	err := s.blockByHash(ctx, hash, fullTx, func(v blockView) (err error) {
+		b, err = v.copy()
+		return err
+	})
+	return b, err
 }
 
 // blockView is a block as one answer shows it. The rules of what an answer
@@ -58,51 +73,94 @@ func (s *Service) GetBlockByHash(ctx context.Context, hash backend.Hash, fullTx 
 // the typed methods hand out a copy of the view, the wire appends it as JSON,
 // so the backend's shared block is never copied for the wire.
 type blockView struct {
-	block   *backend.Block // the backend's, shared: never modified; nil for none
+	block *backend.Block // the backend's, shared or lent: never modified; nil for none
+	// txs decodes the bodies of a lent block that holds its transactions'
+	// hashes only; nil when block holds them.
+	txs     backend.TransactionDecoder
 	fullTx  bool
 	pending bool
 }
 
-// blockByNumber looks a block up by number or tag. The tag decides: the
-// pending block is shown as pending even from a backend that did not mark
-// it.
-func (s *Service) blockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool) (blockView, error) {
+// lender is the callback of a backend.Lender.
+type lender = func(*backend.Block, backend.TransactionDecoder) error
+
+// blockByNumber calls f with the view of the block a number or tag
+// selects, borrowed from a backend that lends (backend.Lender): the view
+// is valid until f returns. The tag decides: the pending block is shown as
+// pending even from a backend that did not mark it.
+func (s *Service) blockByNumber(ctx context.Context, number backend.BlockNumber, fullTx bool, f func(blockView) error) error {
 	if number < backend.Earliest {
-		return blockView{}, fmt.Errorf("%w %d", ErrInvalidBlockNumber, int64(number))
+		return fmt.Errorf("%w %d", ErrInvalidBlockNumber, int64(number))
+	}
+	show := func(v blockView) error {
+		v.pending = v.pending || (v.block != nil && number == backend.Pending)
+		return f(v)
+	}
+	if l, ok := s.backend.(backend.Lender); ok {
+		return borrow(fullTx, show, func(f lender) error { return l.LendBlockByNumber(ctx, number, f) })
 	}
 	b, err := s.backend.BlockByNumber(ctx, number)
-	v, err := view(b, err, fullTx)
-	v.pending = v.pending || (v.block != nil && number == backend.Pending)
-	return v, err
+	return viewed(b, nil, err, fullTx, show)
 }
 
-func (s *Service) blockByHash(ctx context.Context, hash backend.Hash, fullTx bool) (blockView, error) {
-	b, err := s.backend.BlockByHash(ctx, hash)
-	return view(b, err, fullTx)
-}
-
-// view sorts out what a backend lookup gave: the block to show, none, or
-// the error to answer.
-func view(b *backend.Block, err error, fullTx bool) (blockView, error) {
-	switch {
-	case errors.Is(err, backend.ErrNotFound):
-		return blockView{}, nil
-	case err != nil:
-		return blockView{}, &backendError{err: err}
-	case b == nil:
-		return blockView{}, nil
-	case fullTx && !b.HasTransactionBodies():
-		return blockView{}, ErrNoTransactionBodies
+// blockByHash is blockByNumber for a block hash.
+func (s *Service) blockByHash(ctx context.Context, hash backend.Hash, fullTx bool, f func(blockView) error) error {
+	if l, ok := s.backend.(backend.Lender); ok {
+		return borrow(fullTx, f, func(f lender) error { return l.LendBlockByHash(ctx, hash, f) })
 	}
-	return blockView{block: b, fullTx: fullTx, pending: b.Pending}, nil
+	b, err := s.backend.BlockByHash(ctx, hash)
+	return viewed(b, nil, err, fullTx, f)
+}
+
+// borrow calls f with the view of the block that lend lends. What f
+// returns comes back as it is; lend's own errors are the backend's.
+func borrow(fullTx bool, f func(blockView) error, lend func(lender) error) error {
+	called := false
+	err := lend(func(b *backend.Block, txs backend.TransactionDecoder) error {
+		called = true
+		return viewed(b, txs, nil, fullTx, f)
+	})
+	if called {
+		return err
+	}
+	return viewed(nil, nil, err, fullTx, f)
+}
+
+// viewed sorts out what a backend lookup gave (the block to show, none, or
+// the error to answer), and calls f with the view of a block or none.
+func viewed(b *backend.Block, txs backend.TransactionDecoder, err error, fullTx bool, f func(blockView) error) error {
+	switch {
+	case errors.Is(err, backend.ErrNotFound), err == nil && b == nil:
+		return f(blockView{})
+	case err != nil:
+		return &backendError{err: err}
+	case fullTx && txs == nil && !b.HasTransactionBodies():
+		return ErrNoTransactionBodies
+	}
+	return f(blockView{block: b, txs: txs, fullTx: fullTx, pending: b.Pending})
 }
 
 // copy returns the caller's copy of the view, or nil for none.
-func (v blockView) copy() *backend.Block {
+func (v blockView) copy() (*backend.Block, error) {
 	if v.block == nil {
-		return nil
+		return nil, nil
 	}
 	c := v.block.Copy()
+	if v.txs != nil {
+		c.TransactionHashes = nil
+		c.Transactions = make([]*backend.Transaction, 0, len(v.block.TransactionHashes))
+		var tx backend.Transaction
+		for {
+			more, err := v.txs.DecodeNext(&tx)
+			if err != nil {
+				return nil, &backendError{err: err}
+			}
+			if !more {
+				break
+			}
+			c.Transactions = append(c.Transactions, tx.Copy())
+		}
+	}
 	if v.pending {
 		c.Pending = true
 		c.Hash, c.Number, c.Nonce, c.LogsBloom = backend.Hash{}, 0, backend.Nonce{}, backend.Bloom{}
@@ -114,19 +172,23 @@ func (v blockView) copy() *backend.Block {
 		}
 		c.Transactions = nil
 	}
-	return c
+	return c, nil
 }
 
 // appendJSON appends the view as its answer shows it: the block, or null.
-func (v blockView) appendJSON(dst []byte) []byte {
+func (v blockView) appendJSON(dst []byte) ([]byte, error) {
 	b := v.block
 	switch {
 	case b == nil:
-		return append(dst, "null"...)
+		return append(dst, "null"...), nil
 	case v.pending && !b.Pending:
 		marked := *b // a shallow copy: the backend's block stays as it is
 		marked.Pending = true
 		b = &marked
 	}
-	return b.AppendJSON(dst, v.fullTx)
+	dst, err := b.AppendLentJSON(dst, v.fullTx, v.txs)
+	if err != nil {
+		return dst, &backendError{err: err}
+	}
+	return dst, nil
 }

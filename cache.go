@@ -68,7 +68,7 @@ func newAnswerCache(size int64, observer *Observer) *answerCache {
 
 // appendBlock appends the block object of v, from the cache when it holds
 // it, and keeps it there otherwise.
-func (c *answerCache) appendBlock(ctx context.Context, dst []byte, v blockView) []byte {
+func (c *answerCache) appendBlock(ctx context.Context, dst []byte, v blockView) ([]byte, error) {
 	if c == nil || v.block == nil || v.pending {
 		return v.appendJSON(dst)
 	}
@@ -91,12 +91,15 @@ func (c *answerCache) appendBlock(ctx context.Context, dst []byte, v blockView) 
 		c.observer.Cache(ctx, hit)
 	}
 	if hit {
-		return dst
+		return dst, nil
 	}
 	start := len(dst)
-	dst = v.appendJSON(dst)
+	dst, err := v.appendJSON(dst)
+	if err != nil {
+		return dst, err
+	}
 	s.put(key, v.block, dst[start:])
-	return dst
+	return dst, nil
 }
 
 // sharedResult is a cached result that a single call's answer refers to

@@ -147,7 +147,7 @@ func TestBackendTimeout(t *testing.T) {
 // and does not run them.
 func TestBatchStopsAtItsDeadline(t *testing.T) {
 	var calls atomic.Int32
-	slow := &countingBackend{Store: newTestChain(t).store, calls: &calls, delay: 300 * time.Millisecond}
+	slow := &countingBackend{Backend: newTestChain(t).store, calls: &calls, delay: 300 * time.Millisecond}
 	srv := serve(t, withDeadline(newHandler(slow), 100*time.Millisecond))
 	var batch []string
 	for range 5 {

@@ -22,7 +22,7 @@ var slowly = blockrpc.Limit{Rate: 1.0 / 3600, Burst: 3}
 
 func TestLimiterRefusesPastTheBurst(t *testing.T) {
 	c := newTestChain(t)
-	counted := &countingBackend{Store: c.store, calls: new(atomic.Int32)}
+	counted := &countingBackend{Backend: c.store, calls: new(atomic.Int32)}
 	srv := newServer(t, counted, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly))
 	for i := range 3 {
 		if status, out := post(t, srv, latestBlock); status != http.StatusOK {
@@ -51,7 +51,7 @@ func TestLimiterRefusesPastTheBurst(t *testing.T) {
 // fewer than its calls.
 func TestLimiterCountsEveryCallOfABatch(t *testing.T) {
 	c := newTestChain(t)
-	counted := &countingBackend{Store: c.store, calls: new(atomic.Int32)}
+	counted := &countingBackend{Backend: c.store, calls: new(atomic.Int32)}
 	srv := newServer(t, counted, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly))
 	two := `[{"jsonrpc":"2.0","id":7,"method":"eth_getBlockByNumber","params":["0x1",false]},{"jsonrpc":"2.0","id":8,"method":"eth_getBlockByNumber","params":["0x2",false]}]`
 	if status, out := post(t, srv, two); status != http.StatusOK {

@@ -22,8 +22,11 @@ func methodTable(s *Service, cache *answerCache) map[string]method {
 			if err := readParams(params, number.UnmarshalJSON, fullTx.UnmarshalJSON); err != nil {
 				return dst, err
 			}
-			v, err := s.blockByNumber(ctx, number, bool(fullTx))
-			return cache.appendBlock(ctx, dst, v), err
+			err := s.blockByNumber(ctx, number, bool(fullTx), func(v blockView) (err error) {
+				dst, err = cache.appendBlock(ctx, dst, v)
+				return err
+			})
+			return dst, err
 		},
 		"eth_getBlockByHash": func(ctx context.Context, params, dst []byte) ([]byte, error) {
 			var hash hashArg
@@ -31,8 +34,11 @@ func methodTable(s *Service, cache *answerCache) map[string]method {
 			if err := readParams(params, hash.UnmarshalJSON, fullTx.UnmarshalJSON); err != nil {
 				return dst, err
 			}
-			v, err := s.blockByHash(ctx, backend.Hash(hash), bool(fullTx))
-			return cache.appendBlock(ctx, dst, v), err
+			err := s.blockByHash(ctx, backend.Hash(hash), bool(fullTx), func(v blockView) (err error) {
+				dst, err = cache.appendBlock(ctx, dst, v)
+				return err
+			})
+			return dst, err
 		},
 		"eth_getUncleByBlockHashAndIndex": func(ctx context.Context, params, dst []byte) ([]byte, error) {
 			var hash hashArg

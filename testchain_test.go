@@ -175,13 +175,16 @@ const panicBlock = 13
 
 // panickingBackend serves a store, but panics when asked for block 13 by
 // number, and for any uncle.
-type panickingBackend struct{ *memstore.Store }
+// panickingBackend and countingBackend embed the Backend interface, not the
+// store: a wrapper that embedded the store would pass its LendBlockBy*
+// methods on, and blockrpc would borrow past the methods it changes.
+type panickingBackend struct{ backend.Backend }
 
 func (b panickingBackend) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
 	if n == panicBlock {
 		panic("index out of range in the block cache")
 	}
-	return b.Store.BlockByNumber(ctx, n)
+	return b.Backend.BlockByNumber(ctx, n)
 }
 
 func (panickingBackend) UncleByBlockHashAndIndex(context.Context, backend.Hash, uint64) (*backend.Uncle, error) {
@@ -214,7 +217,7 @@ func (blockingBackend) UncleByBlockHashAndIndex(ctx context.Context, _ backend.H
 // countingBackend counts block lookups, and takes delay over each or
 // until the request's deadline.
 type countingBackend struct {
-	*memstore.Store
+	backend.Backend
 	calls *atomic.Int32
 	delay time.Duration
 }
@@ -226,7 +229,7 @@ func (b *countingBackend) BlockByNumber(ctx context.Context, n backend.BlockNumb
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return b.Store.BlockByNumber(ctx, n)
+	return b.Backend.BlockByNumber(ctx, n)
 }
 
 // ---- Real chains ----------------------------------------------------------------

@@ -27,13 +27,23 @@ func (s *Service) GetUncleByBlockNumberAndIndex(ctx context.Context, number back
 // GetUncleCountByBlockHash returns the number of uncles of the block with
 // the given hash, or nil when there is no such block.
 func (s *Service) GetUncleCountByBlockHash(ctx context.Context, hash backend.Hash) (*uint64, error) {
-	return uncleCount(s.blockByHash(ctx, hash, false))
+	var n *uint64
+	err := s.blockByHash(ctx, hash, false, func(v blockView) error {
+		n = uncleCount(v)
+		return nil
+	})
+	return n, err
 }
 
 // GetUncleCountByBlockNumber returns the number of uncles of the block that
 // number selects, or nil when there is no such block.
 func (s *Service) GetUncleCountByBlockNumber(ctx context.Context, number backend.BlockNumber) (*uint64, error) {
-	return uncleCount(s.blockByNumber(ctx, number, false))
+	var n *uint64
+	err := s.blockByNumber(ctx, number, false, func(v blockView) error {
+		n = uncleCount(v)
+		return nil
+	})
+	return n, err
 }
 
 // uncleByHash returns the backend's uncle, shared, or nil for none.
@@ -49,11 +59,18 @@ func (s *Service) uncleByHash(ctx context.Context, hash backend.Hash, index uint
 }
 
 func (s *Service) uncleByNumber(ctx context.Context, number backend.BlockNumber, index uint64) (*backend.Uncle, error) {
-	v, err := s.blockByNumber(ctx, number, false)
-	if v.block == nil || err != nil || index >= uint64(len(v.block.Uncles)) {
+	var hash *backend.Hash
+	err := s.blockByNumber(ctx, number, false, func(v blockView) error {
+		if v.block != nil && index < uint64(len(v.block.Uncles)) {
+			h := v.block.Hash // the view is lent: keep a copy
+			hash = &h
+		}
+		return nil
+	})
+	if hash == nil || err != nil {
 		return nil, err
 	}
-	return s.uncleByHash(ctx, v.block.Hash, index)
+	return s.uncleByHash(ctx, *hash, index)
 }
 
 func copyUncle(u *backend.Uncle) *backend.Uncle {
@@ -63,10 +80,11 @@ func copyUncle(u *backend.Uncle) *backend.Uncle {
 	return u.Copy()
 }
 
-func uncleCount(v blockView, err error) (*uint64, error) {
-	if v.block == nil || err != nil {
-		return nil, err
+// uncleCount returns the number of uncles of a view's block, or nil.
+func uncleCount(v blockView) *uint64 {
+	if v.block == nil {
+		return nil
 	}
 	n := uint64(len(v.block.Uncles))
-	return &n, nil
+	return &n
 }
