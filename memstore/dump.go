@@ -255,7 +255,13 @@ func (s *Store) Save(w io.Writer) error {
 	var line []byte
 	for _, e := range saved {
 		line = append(line[:0], `{"block":`...)
-		line = e.block.AppendJSON(line, true)
+		err := e.lend(func(b *backend.Block, txs backend.TransactionDecoder) (err error) {
+			line, err = b.AppendLentJSON(line, true, txs)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 		if len(e.uncles) > 0 {
 			line = append(line, `,"uncles":[`...)
 			for i, u := range e.uncles {

@@ -8,6 +8,11 @@
 //
 // A Store is safe for concurrent use by readers and writers. What it
 // returns is shared and must not be modified.
+//
+// A block's transactions are kept encoded (backend/record), in about the
+// size of their RLP rather than twice it as Go values: BlockByNumber and
+// BlockByHash decode them, and a Store is a backend.Lender, so that
+// blockrpc's handler writes them straight from the encoding.
 package memstore
 
 import (
@@ -17,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 )
@@ -24,6 +30,7 @@ import (
 // A Store is read as a backend.Backend and written as a backend.Writer.
 var (
 	_ backend.Backend = (*Store)(nil)
+	_ backend.Lender  = (*Store)(nil)
 	_ backend.Writer  = (*Store)(nil)
 )
 
@@ -48,9 +55,52 @@ type Store struct {
 	chainIDBound bool
 }
 
+// entry is a stored block. A block with bodies is kept as a lent one is
+// (backend.Lender): TransactionHashes in place of Transactions, whose
+// encoding txs holds.
 type entry struct {
 	block  *backend.Block
+	txs    record.Transactions // nil for a block held by its transaction hashes
 	uncles []*backend.Uncle
+}
+
+// newEntry keeps a sealed block.
+func newEntry(b *backend.Block, uncles []*backend.Uncle) *entry {
+	e := &entry{block: b, uncles: uncles}
+	if b.Transactions != nil {
+		e.txs = record.AppendTransactions(nil, b.Transactions)
+		light := *b
+		light.Transactions = nil
+		light.TransactionHashes = make([]backend.Hash, len(b.Transactions))
+		for i, tx := range b.Transactions {
+			light.TransactionHashes[i] = tx.Hash
+		}
+		e.block = &light
+	}
+	return e
+}
+
+// decoded returns the block with its transactions decoded.
+func (e *entry) decoded() (*backend.Block, error) {
+	if e.txs == nil {
+		return e.block, nil
+	}
+	txs, err := e.txs.Decode(e.block.BaseFeePerGas)
+	if err != nil {
+		// The store wrote the encoding itself: this is a bug, not bad data.
+		return nil, fmt.Errorf("memstore: block %s: %w", e.block.Hash, err)
+	}
+	b := *e.block
+	b.Transactions, b.TransactionHashes = txs, nil
+	return &b, nil
+}
+
+// lend calls f with the block as a backend.Lender lends it.
+func (e *entry) lend(f func(*backend.Block, backend.TransactionDecoder) error) error {
+	if e.txs == nil {
+		return f(e.block, nil)
+	}
+	return f(e.block, e.txs.Reader(e.block.BaseFeePerGas))
 }
 
 // child is a block (uncle < 0) or an uncle of the block hash.
@@ -103,8 +153,46 @@ func (s *Store) SetChainID(id uint64) error {
 
 // BlockByNumber implements backend.Backend.
 func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
-	if err := ctx.Err(); err != nil {
+	e, err := s.byNumber(ctx, number)
+	if err != nil {
 		return nil, err
+	}
+	return e.decoded()
+}
+
+// BlockByHash implements backend.Backend.
+func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+	e, err := s.byHash(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	return e.decoded()
+}
+
+// LendBlockByNumber implements backend.Lender.
+func (s *Store) LendBlockByNumber(ctx context.Context, number backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	e, err := s.byNumber(ctx, number)
+	if err != nil {
+		return err
+	}
+	return e.lend(f)
+}
+
+// LendBlockByHash implements backend.Lender.
+func (s *Store) LendBlockByHash(ctx context.Context, hash backend.Hash, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	e, err := s.byHash(ctx, hash)
+	if err != nil {
+		return err
+	}
+	return e.lend(f)
+}
+
+// byNumber returns the stored block a number or tag selects: a copy of
+// its entry, whose block and uncles are replaced, never changed, once
+// readers may hold them.
+func (s *Store) byNumber(ctx context.Context, number backend.BlockNumber) (entry, error) {
+	if err := ctx.Err(); err != nil {
+		return entry{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -112,12 +200,12 @@ func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (
 	switch number {
 	case backend.Pending:
 		if s.pending == nil {
-			return nil, backend.ErrNotFound
+			return entry{}, backend.ErrNotFound
 		}
-		return s.pending, nil
+		return entry{block: s.pending}, nil
 	case backend.Latest, backend.Earliest:
 		if len(s.canonical) == 0 {
-			return nil, backend.ErrNotFound
+			return entry{}, backend.ErrNotFound
 		}
 		n = s.highest
 		if number == backend.Earliest {
@@ -129,35 +217,34 @@ func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (
 			t = s.finalized
 		}
 		if !t.set {
-			return nil, backend.ErrNotFound
+			return entry{}, backend.ErrNotFound
 		}
 		n = t.number
 	default:
 		v, ok := number.Uint64()
 		if !ok {
-			return nil, fmt.Errorf("memstore: invalid block number %v", number)
+			return entry{}, fmt.Errorf("memstore: invalid block number %v", number)
 		}
 		n = v
 	}
 	h, ok := s.canonical[n]
 	if !ok {
-		return nil, backend.ErrNotFound
+		return entry{}, backend.ErrNotFound
 	}
-	return s.blocks[h].block, nil
+	return *s.blocks[h], nil
 }
 
-// BlockByHash implements backend.Backend.
-func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
+func (s *Store) byHash(ctx context.Context, hash backend.Hash) (entry, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return entry{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.blocks[hash]
 	if !ok {
-		return nil, backend.ErrNotFound
+		return entry{}, backend.ErrNotFound
 	}
-	return e.block, nil
+	return *e, nil
 }
 
 // UncleByBlockHashAndIndex implements backend.Backend.
@@ -238,7 +325,7 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	if err != nil {
 		return blockError(b, err)
 	}
-	s.blocks[b.Hash] = &entry{block: b, uncles: us}
+	s.blocks[b.Hash] = newEntry(b, us)
 	s.children[b.ParentHash] = append(s.children[b.ParentHash], child{hash: b.Hash, uncle: -1})
 	for i, u := range us {
 		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
