@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,7 +231,9 @@ func wrongBlockHash(line []byte, err error) error {
 // finalized marks are not part of the format.
 func (s *Store) Save(w io.Writer) error {
 	// A snapshot: what an entry points to is replaced, never changed, so
-	// the values taken under the lock stay valid after it.
+	// the values taken under the lock stay valid after it, as long as the
+	// store that holds their encodings.
+	defer runtime.KeepAlive(s)
 	s.mu.RLock()
 	saved := make([]entry, 0, len(s.blocks))
 	canonical := make(map[backend.Hash]bool, len(s.canonical))

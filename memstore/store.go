@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -53,6 +54,11 @@ type Store struct {
 	chainID      uint64
 	chainIDKnown bool
 	chainIDBound bool
+
+	// arena holds the encodings of the stored transactions. What reads
+	// them keeps the store alive until done (runtime.KeepAlive): the
+	// arena's memory goes with the store.
+	arena arena
 }
 
 // entry is a stored block. A block with bodies is kept as a lent one is
@@ -64,11 +70,16 @@ type entry struct {
 	uncles []*backend.Uncle
 }
 
-// newEntry keeps a sealed block.
-func newEntry(b *backend.Block, uncles []*backend.Uncle) *entry {
+// newEntry keeps a sealed block. The caller holds the write lock.
+func (s *Store) newEntry(b *backend.Block, uncles []*backend.Uncle) *entry {
 	e := &entry{block: b, uncles: uncles}
 	if b.Transactions != nil {
-		e.txs = record.AppendTransactions(nil, b.Transactions)
+		// Encoded into a buffer that grows, then copied to the arena:
+		// the chain is held for good, and would be its slack too.
+		scratch := encodings.Get().(*[]byte)
+		*scratch = record.AppendTransactions((*scratch)[:0], b.Transactions)
+		e.txs = s.arena.copy(*scratch)
+		encodings.Put(scratch)
 		light := *b
 		light.Transactions = nil
 		light.TransactionHashes = make([]backend.Hash, len(b.Transactions))
@@ -100,8 +111,18 @@ func (e *entry) lend(f func(*backend.Block, backend.TransactionDecoder) error) e
 	if e.txs == nil {
 		return f(e.block, nil)
 	}
-	return f(e.block, e.txs.Reader(e.block.BaseFeePerGas))
+	r := readers.Get().(*record.TransactionReader)
+	defer readers.Put(r)
+	r.Reset(e.txs, e.block.BaseFeePerGas)
+	return f(e.block, r)
 }
+
+// encodings are the buffers that newEntry encodes transactions into.
+var encodings = sync.Pool{New: func() any { return new([]byte) }}
+
+// readers are the transaction readers of lent blocks: each is lent with
+// its block, and back once the borrower is done.
+var readers = sync.Pool{New: func() any { return new(record.TransactionReader) }}
 
 // child is a block (uncle < 0) or an uncle of the block hash.
 type child struct {
@@ -117,11 +138,13 @@ type tag struct {
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{
+	s := &Store{
 		blocks:    make(map[backend.Hash]*entry),
 		children:  make(map[backend.Hash][]child),
 		canonical: make(map[uint64]backend.Hash),
 	}
+	s.arena = newArena(s)
+	return s
 }
 
 // ChainID implements backend.Backend: the id set with SetChainID, or else
@@ -157,6 +180,7 @@ func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (
 	if err != nil {
 		return nil, err
 	}
+	defer runtime.KeepAlive(s)
 	return e.decoded()
 }
 
@@ -166,6 +190,7 @@ func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Bl
 	if err != nil {
 		return nil, err
 	}
+	defer runtime.KeepAlive(s)
 	return e.decoded()
 }
 
@@ -175,6 +200,7 @@ func (s *Store) LendBlockByNumber(ctx context.Context, number backend.BlockNumbe
 	if err != nil {
 		return err
 	}
+	defer runtime.KeepAlive(s)
 	return e.lend(f)
 }
 
@@ -184,6 +210,7 @@ func (s *Store) LendBlockByHash(ctx context.Context, hash backend.Hash, f func(*
 	if err != nil {
 		return err
 	}
+	defer runtime.KeepAlive(s)
 	return e.lend(f)
 }
 
@@ -325,7 +352,7 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	if err != nil {
 		return blockError(b, err)
 	}
-	s.blocks[b.Hash] = newEntry(b, us)
+	s.blocks[b.Hash] = s.newEntry(b, us)
 	s.children[b.ParentHash] = append(s.children[b.ParentHash], child{hash: b.Hash, uncle: -1})
 	for i, u := range us {
 		s.children[u.ParentHash] = append(s.children[u.ParentHash], child{hash: b.Hash, uncle: i})
