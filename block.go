@@ -92,52 +92,57 @@ func (s *Service) blockByNumber(ctx context.Context, number backend.BlockNumber,
 	if number < backend.Earliest {
 		return fmt.Errorf("%w %d", ErrInvalidBlockNumber, int64(number))
 	}
-	show := func(v blockView) error {
-		v.pending = v.pending || (v.block != nil && number == backend.Pending)
-		return f(v)
-	}
+	show := shown{fullTx: fullTx, pending: number == backend.Pending, f: f}
 	if l, ok := s.backend.(backend.Lender); ok {
-		return borrow(fullTx, show, func(f lender) error { return l.LendBlockByNumber(ctx, number, f) })
+		return show.borrow(func(f lender) error { return l.LendBlockByNumber(ctx, number, f) })
 	}
 	b, err := s.backend.BlockByNumber(ctx, number)
-	return viewed(b, nil, err, fullTx, show)
+	return show.view(b, nil, err)
 }
 
 // blockByHash is blockByNumber for a block hash.
 func (s *Service) blockByHash(ctx context.Context, hash backend.Hash, fullTx bool, f func(blockView) error) error {
+	show := shown{fullTx: fullTx, f: f}
 	if l, ok := s.backend.(backend.Lender); ok {
-		return borrow(fullTx, f, func(f lender) error { return l.LendBlockByHash(ctx, hash, f) })
+		return show.borrow(func(f lender) error { return l.LendBlockByHash(ctx, hash, f) })
 	}
 	b, err := s.backend.BlockByHash(ctx, hash)
-	return viewed(b, nil, err, fullTx, f)
+	return show.view(b, nil, err)
+}
+
+// shown is how a lookup's block is to be shown, and to whom.
+type shown struct {
+	fullTx  bool
+	pending bool // selected by the pending tag
+	f       func(blockView) error
 }
 
 // borrow calls f with the view of the block that lend lends. What f
 // returns comes back as it is; lend's own errors are the backend's.
-func borrow(fullTx bool, f func(blockView) error, lend func(lender) error) error {
+func (s shown) borrow(lend func(lender) error) error {
 	called := false
 	err := lend(func(b *backend.Block, txs backend.TransactionDecoder) error {
 		called = true
-		return viewed(b, txs, nil, fullTx, f)
+		return s.view(b, txs, nil)
 	})
 	if called {
 		return err
 	}
-	return viewed(nil, nil, err, fullTx, f)
+	return s.view(nil, nil, err)
 }
 
-// viewed sorts out what a backend lookup gave (the block to show, none, or
+// view sorts out what a backend lookup gave (the block to show, none, or
 // the error to answer), and calls f with the view of a block or none.
-func viewed(b *backend.Block, txs backend.TransactionDecoder, err error, fullTx bool, f func(blockView) error) error {
+func (s shown) view(b *backend.Block, txs backend.TransactionDecoder, err error) error {
 	switch {
 	case errors.Is(err, backend.ErrNotFound), err == nil && b == nil:
-		return f(blockView{})
+		return s.f(blockView{})
 	case err != nil:
 		return &backendError{err: err}
-	case fullTx && txs == nil && !b.HasTransactionBodies():
+	case s.fullTx && txs == nil && !b.HasTransactionBodies():
 		return ErrNoTransactionBodies
 	}
-	return f(blockView{block: b, txs: txs, fullTx: fullTx, pending: b.Pending})
+	return s.f(blockView{block: b, txs: txs, fullTx: s.fullTx, pending: b.Pending || s.pending})
 }
 
 // copy returns the caller's copy of the view, or nil for none.

@@ -687,10 +687,17 @@ func (t Transactions) Decode(baseFee *uint256.Int) ([]*backend.Transaction, erro
 // block lent by a backend.Lender: each transaction is decoded into the
 // memory of the one before, and its byte slices (the input) refer to t.
 func (t Transactions) Reader(baseFee *uint256.Int) *TransactionReader {
-	r := &TransactionReader{baseFee: baseFee}
-	r.d.buf, r.d.borrow, r.d.prealloc = t, true, true
-	r.left, _ = r.d.count(minTxBytes)
+	r := new(TransactionReader)
+	r.Reset(t, baseFee)
 	return r
+}
+
+// Reset makes r read t, as t.Reader(baseFee) would, keeping the memory it
+// has, for a store that keeps its readers in a pool.
+func (r *TransactionReader) Reset(t Transactions, baseFee *uint256.Int) {
+	r.d = decoder{buf: t, borrow: true, prealloc: true, tuples: r.d.tuples[:0], keys: r.d.keys[:0]}
+	r.baseFee = baseFee
+	r.left, _ = r.d.count(minTxBytes)
 }
 
 // A TransactionReader decodes transactions one at a time (Reader).
