@@ -286,6 +286,8 @@ type decoder struct {
 	addrs    []backend.Address
 	tuples   []backend.AccessTuple
 	keys     []backend.Hash
+	hashes   []backend.Hash // the headers' optional hashes
+	uint64s  []uint64       // the headers' optional integers
 	prealloc bool
 	// borrow makes byte slices refer to the record instead of copying.
 	borrow bool
@@ -300,20 +302,18 @@ func (d *decoder) reserve(n, txs int) {
 	d.prealloc = true
 }
 
-func (d *decoder) newU256() *uint256.Int {
-	if len(d.u256s) == cap(d.u256s) {
-		d.u256s = make([]uint256.Int, 0, max(16, cap(d.u256s)))
-	}
-	d.u256s = d.u256s[:len(d.u256s)+1]
-	return &d.u256s[len(d.u256s)-1]
-}
+func (d *decoder) newU256() *uint256.Int        { return take(&d.u256s, 16) }
+func (d *decoder) newAddress() *backend.Address { return take(&d.addrs, 16) }
 
-func (d *decoder) newAddress() *backend.Address {
-	if len(d.addrs) == cap(d.addrs) {
-		d.addrs = make([]backend.Address, 0, max(16, cap(d.addrs)))
+// take returns an element, not zeroed, from the end of *pool, which grows
+// by a new allocation of at least n when full: the values taken before
+// keep their memory.
+func take[T any](pool *[]T, n int) *T {
+	if len(*pool) == cap(*pool) {
+		*pool = make([]T, 0, max(n, cap(*pool)))
 	}
-	d.addrs = d.addrs[:len(d.addrs)+1]
-	return &d.addrs[len(d.addrs)-1]
+	*pool = (*pool)[:len(*pool)+1]
+	return &(*pool)[len(*pool)-1]
 }
 
 // carve returns n zeroed elements from the end of *pool, which grows by a
@@ -403,8 +403,9 @@ func (d *decoder) hash() (h backend.Hash) {
 }
 
 func (d *decoder) hashPtr() *backend.Hash {
-	h := d.hash()
-	return &h
+	h := take(&d.hashes, 4)
+	*h = d.hash()
+	return h
 }
 
 func (d *decoder) address() (a backend.Address) {
@@ -441,8 +442,9 @@ func (d *decoder) optU256() *uint256.Int {
 }
 
 func (d *decoder) uint64Ptr() *uint64 {
-	v := d.uvarint()
-	return &v
+	v := take(&d.uint64s, 4)
+	*v = d.uvarint()
+	return v
 }
 
 func (d *decoder) header(h *backend.Header) {
@@ -465,7 +467,7 @@ func (d *decoder) header(h *backend.Header) {
 	h.MixHash = d.hash()
 	d.into(h.Nonce[:])
 	if flags&flagBaseFee != 0 {
-		h.BaseFeePerGas = new(uint256.Int)
+		h.BaseFeePerGas = d.newU256()
 		d.u256(h.BaseFeePerGas)
 	}
 	if flags&flagWithdrawalsRoot != 0 {
@@ -591,6 +593,47 @@ func DecodeHeader(rec []byte) (*backend.Block, []*backend.Uncle, error) {
 	return decode(rec, false)
 }
 
+// Split decodes a record but for its transactions, which it leaves
+// encoded in txs: for a store that lends the block (backend.Lender), whose
+// transactions are decoded one at a time as they are written
+// (Transactions.Reader). The block is Decode's with neither Transactions
+// nor TransactionHashes when it has transactions, txs holding both; for a
+// block held by its transaction hashes, txs is nil and the block has them.
+// txs is the end of rec and refers to it (so a store may take the same end
+// of another read of the record); the block refers to none of rec. A
+// transaction that does not decode is found when txs is read.
+func Split(rec []byte) (b *backend.Block, txs Transactions, err error) {
+	// The block and its header's optional values in one allocation, for
+	// a block of the latest fork, rather than one each.
+	front := new(struct {
+		block   backend.Block
+		u256s   [2]uint256.Int // the base fee and the total difficulty
+		hashes  [3]backend.Hash
+		uint64s [2]uint64
+	})
+	d := decoder{buf: rec, u256s: front.u256s[:0], hashes: front.hashes[:0], uint64s: front.uint64s[:0]}
+	if b, _, err = d.front(&front.block); err != nil {
+		return nil, nil, err
+	}
+	d.body(b)
+	txs = d.buf
+	if _, isNil := d.count(minTxBytes); isNil && d.err == nil {
+		if len(d.buf) != 0 {
+			d.fail()
+		}
+		txs = nil
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	if txs != nil {
+		// Decode's block writes the hashes of its transactions, not
+		// TransactionHashes, when it has both.
+		b.TransactionHashes = nil
+	}
+	return b, txs, nil
+}
+
 // ParentHash returns the parent hash of a record without decoding it.
 func ParentHash(rec []byte) (backend.Hash, error) {
 	var p backend.Hash
@@ -606,10 +649,27 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	if whole {
 		d.reserve(len(rec), len(rec)/512)
 	}
+	b, uncles, err := d.front(new(backend.Block))
+	if !whole || err != nil {
+		return b, uncles, err
+	}
+	d.body(b)
+	b.Transactions = d.transactions(b.BaseFeePerGas)
+	if d.err == nil && len(d.buf) != 0 {
+		d.fail()
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return b, uncles, nil
+}
+
+// front decodes the front of a record into b: the version, the block's
+// header, hash, size, total difficulty and uncles.
+func (d *decoder) front(b *backend.Block) (*backend.Block, []*backend.Uncle, error) {
 	if v := d.byte(); v != Version {
 		return nil, nil, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, Version)
 	}
-	b := new(backend.Block)
 	d.header(&b.Header)
 	b.Hash = d.hash()
 	b.Size = d.uvarint()
@@ -626,9 +686,12 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 		uncles[i] = u
 		b.Uncles[i] = u.Hash
 	}
-	if !whole || d.err != nil {
-		return b, uncles, d.err
-	}
+	return b, uncles, d.err
+}
+
+// body decodes what follows the front up to the transactions: the
+// withdrawals and the transaction hashes.
+func (d *decoder) body(b *backend.Block) {
 	if n, isNil := d.count(minWithdrawalBytes); !isNil {
 		b.Withdrawals = make([]backend.Withdrawal, n)
 		for i := range b.Withdrawals {
@@ -645,14 +708,6 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 			b.TransactionHashes[i] = d.hash()
 		}
 	}
-	b.Transactions = d.transactions(b.BaseFeePerGas)
-	if d.err == nil && len(d.buf) != 0 {
-		d.fail()
-	}
-	if d.err != nil {
-		return nil, nil, d.err
-	}
-	return b, uncles, nil
 }
 
 // transactions decodes the transactions at the end of a record.

@@ -145,28 +145,39 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // TestCorruptRecord gives the decoder every truncation of records and
-// records with bytes changed: it must fail or decode, never panic.
+// records with bytes changed: it must fail or decode, never panic; a
+// block lent from a truncated record fails to be written.
 func TestCorruptRecord(t *testing.T) {
-	for _, s := range append(everyForkChain(t)[6:7], synthChain(2, 4)...) {
+	fork := everyForkChain(t)
+	all := append(fork[6:7:7], synthChain(2, 4)...)
+	all = append(all, fork[len(fork)-1]) // held by its transaction hashes
+	for _, s := range all {
 		rec := record.Append(nil, s.block, s.uncles)
 		for n := range rec {
 			if _, _, err := record.Decode(rec[:n]); !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("block %d cut to %d of %d bytes: %v, want ErrCorrupt", s.block.Number, n, len(rec), err)
+			}
+			if _, err := lentJSON(rec[:n], true); !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("block %d cut to %d of %d bytes, split: %v, want ErrCorrupt", s.block.Number, n, len(rec), err)
 			}
 		}
 		for i := range rec {
 			bad := append([]byte(nil), rec...)
 			bad[i] ^= 0xa5
 			record.Decode(bad)
+			lentJSON(bad, true)
 			bad[i] = 0xff
 			record.Decode(bad)
+			lentJSON(bad, true)
 		}
 	}
 }
 
 // FuzzDecode gives the decoders arbitrary bytes, seeded with real records
 // and transactions: they must decode them or fail with ErrCorrupt, never
-// panic, and what Decode decodes must encode back to the same bytes.
+// panic, and what Decode decodes must encode back to the same bytes. A
+// block split from a record (Split) must be written as Decode's is, and
+// fail where Decode fails.
 func FuzzDecode(f *testing.F) {
 	for _, s := range synthChain(3, 5) {
 		f.Add(record.Append(nil, s.block, s.uncles))
@@ -186,6 +197,17 @@ func FuzzDecode(f *testing.F) {
 		}
 
 		b, uncles, err := record.Decode(rec)
+		for _, fullTx := range []bool{true, false} {
+			lent, lerr := lentJSON(rec, fullTx)
+			switch {
+			case err != nil && lerr == nil:
+				t.Fatalf("Decode fails (%v), a block split from the record is written", err)
+			case lerr != nil && !errors.Is(lerr, record.ErrCorrupt):
+				t.Fatalf("split: an error that is not ErrCorrupt: %v", lerr)
+			case err == nil && (lerr != nil || string(lent) != string(b.AppendJSON(nil, fullTx))):
+				t.Fatalf("split (fullTx %v): %v\n got  %s\n want %s", fullTx, lerr, lent, b.AppendJSON(nil, fullTx))
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("an error that is not ErrCorrupt: %v", err)
