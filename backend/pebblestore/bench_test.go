@@ -4,8 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
@@ -41,7 +45,11 @@ var (
 // BlockByNumber(n) over the whole chain: its latency (p50, p99, one
 // reader) and throughput (two readers), from a store just opened (cold:
 // Pebble's cache empty; the operating system's page cache is not
-// dropped) and again over the same blocks (warm).
+// dropped) and again over the same blocks (warm). Rendered is the block
+// BlockByNumber returns written as JSON; served is the answer to
+// eth_getBlockByNumber(n, true) through blockrpc's handler with its answer
+// cache off, without the network, which borrows a block from a store that
+// lends it (backend.Lender) rather than decoding it whole.
 func TestScale(t *testing.T) {
 	if *scaleFlag == "" {
 		t.Skip("set -pebblestore.scale to run")
@@ -59,8 +67,8 @@ func TestScale(t *testing.T) {
 		rows = append(rows, measureScale(t, n)...)
 	}
 	t.Logf("%d transactions a block on average, CacheBytes %d MiB, %d random reads a measurement\n"+
-		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s |\n"+
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s | cold served/s | warm served/s |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
 		*scaleTxs, *scaleCache>>20, *scaleReads, strings.Join(rows, "\n"))
 }
 
@@ -156,16 +164,20 @@ func measureScale(t *testing.T, n int) []string {
 	coldRate := throughput(t, s, numbers, false)
 	s.Close()
 	s = open()
+	coldServe := serve(t, s, numbers)
+	s.Close()
+	s = open()
 	coldRender := throughput(t, s, numbers, true)
 	// Warm: the same blocks again.
 	warmLat := latencies(t, s, numbers)
 	warmRate := throughput(t, s, numbers, false)
 	warmRender := throughput(t, s, numbers, true)
+	warmServe := serve(t, s, numbers)
 	s.Close()
-	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender)}
+	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender, coldServe, warmServe)}
 	if mem != nil {
-		lat, r, render := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true)
-		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s |", n, rate(memTime), lat, r, lat, r, render, render))
+		lat, r, render, served := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true), serve(t, mem, numbers)
+		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(memTime), lat, r, lat, r, render, render, served, served))
 	}
 	return rows
 }
@@ -214,6 +226,73 @@ func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, 
 	}
 	wg.Wait()
 	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+}
+
+// serve answers eth_getBlockByNumber(n, true) for the numbers with two
+// readers through blockrpc's handler, its answer cache off (every answer
+// rendered, as for a block not asked for before), and returns answers a
+// second.
+func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) string {
+	const key = "scale"
+	h := blockrpc.NewHandler(blockrpc.NewService(s), blockrpc.WithKeys(blockrpc.NewKeySet(key)), blockrpc.WithAnswerCache(0))
+	var wg sync.WaitGroup
+	start := time.Now()
+	const readers = 2
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := &replayBody{}
+			req := httptest.NewRequest(http.MethodPost, "/v3/"+key, body)
+			req.Header.Set("Content-Type", "application/json")
+			w := &discardWriter{header: make(http.Header)}
+			for i := r; i < len(numbers); i += readers {
+				body.data = fmt.Appendf(body.data[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(numbers[i]))
+				body.off = 0
+				h.ServeHTTP(w, req)
+				if w.status != http.StatusOK || w.n < 1000 {
+					t.Errorf("block %d: status %d, %d bytes", numbers[i], w.status, w.n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+}
+
+// replayBody is a request body that can be read again after resetting off.
+type replayBody struct {
+	data []byte
+	off  int
+}
+
+func (r *replayBody) Read(p []byte) (int, error) {
+	if r.off >= len(r.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *replayBody) Close() error { return nil }
+
+// discardWriter is a ResponseWriter that counts what it is given.
+type discardWriter struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header { return w.header }
+func (w *discardWriter) WriteHeader(status int) {
+	w.status = status
+	w.n = 0
+}
+func (w *discardWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
 }
 
 // tablesSize is the size of the database's tables (.sst files).
@@ -280,7 +359,8 @@ func BenchmarkImport(b *testing.B) {
 
 // BenchmarkBlockByNumber reads random blocks of a chain of 1000
 // mainnet-shaped blocks (150 transactions), from the store and from
-// memstore, with the store's cache warm.
+// memstore, with the store's cache warm; "lend" borrows them as blockrpc's
+// handler does (backend.Lender), the transactions left encoded.
 func BenchmarkBlockByNumber(b *testing.B) {
 	const n = 1000
 	s := openTest(b, nil)
@@ -298,12 +378,26 @@ func BenchmarkBlockByNumber(b *testing.B) {
 	ctx := context.Background()
 	for _, st := range []struct {
 		name string
-		s    backend.Backend
+		s    interface {
+			backend.Backend
+			backend.Lender
+		}
 	}{{"pebble", s}, {"memstore", mem}} {
 		b.Run(st.name, func(b *testing.B) {
+			b.ReportAllocs()
 			rng := rand.New(rand.NewPCG(1, 2))
 			for b.Loop() {
 				if _, err := st.s.BlockByNumber(ctx, backend.BlockNumber(rng.IntN(n))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(st.name+"/lend", func(b *testing.B) {
+			b.ReportAllocs()
+			rng := rand.New(rand.NewPCG(1, 2))
+			borrow := func(*backend.Block, backend.TransactionDecoder) error { return nil }
+			for b.Loop() {
+				if err := st.s.LendBlockByNumber(ctx, backend.BlockNumber(rng.IntN(n)), borrow); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -281,8 +281,8 @@ func checkConsistent(t *testing.T, s *Store) uint64 {
 		}
 		if g, ok := s.Genesis(); !ok {
 			return errors.New("no genesis recorded")
-		} else if b, _, _ := v.byNumber(0, decodeUncles); b.block.Hash != g {
-			return fmt.Errorf("the genesis is %s, canonical block 0 %s", g, b.block.Hash)
+		} else if ref, _, _ := v.findNumber(0); ref.hash != g {
+			return fmt.Errorf("the genesis is %s, canonical block 0 %s", g, ref.hash)
 		}
 		hit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixNumber}, UpperBound: []byte{prefixNumber + 1}})
 		if err != nil {

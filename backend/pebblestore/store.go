@@ -31,6 +31,12 @@
 // one that was canonical at one instant, and a reorganisation is seen
 // whole or not at all.
 //
+// BlockByNumber and BlockByHash decode a whole record. A Store is also a
+// backend.Lender, which blockrpc's handler borrows from: a block is lent
+// from its record where the view reads it, its front decoded and its
+// transactions decoded one at a time as they are written, so that serving
+// a block allocates next to nothing.
+//
 // A store holds one chain: the first block numbered 0 it is given is its
 // genesis, and another block 0 is refused with ErrOtherChain, so a dump of
 // another chain fails on its first line. Blocks whose transactions are
@@ -53,9 +59,11 @@ import (
 	"github.com/holiman/uint256"
 )
 
-// A Store is read as a backend.Backend and written as a backend.Writer.
+// A Store is read as a backend.Backend, lends its blocks as a
+// backend.Lender, and is written as a backend.Writer.
 var (
 	_ backend.Backend = (*Store)(nil)
+	_ backend.Lender  = (*Store)(nil)
 	_ backend.Writer  = (*Store)(nil)
 )
 
@@ -300,7 +308,7 @@ type view struct {
 
 // read runs f on a view of the database, unless ctx is done or the store
 // closed.
-func (s *Store) read(ctx context.Context, f func(v *view) error) error {
+func (s *Store) read(ctx context.Context, f func(v *view) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -313,11 +321,14 @@ func (s *Store) read(ctx context.Context, f func(v *view) error) error {
 	if err != nil {
 		return err
 	}
-	err = f(&view{it: it})
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	// Closed even when f panics: f runs a borrower's code (lend), and an
+	// iterator left open keeps the database from closing cleanly.
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return f(&view{it: it})
 }
 
 // get returns the value of key, which is valid until the next call.
@@ -387,18 +398,28 @@ func (v *view) block(number uint64, hash backend.Hash, parts decodeParts) (*entr
 	if r.complete() {
 		return r, true, nil
 	}
-	val, found, err = v.get(tdKey(number, hash))
+	t, err := v.td(number, hash, len(r.uncles))
 	if err != nil {
 		return nil, false, err
 	}
-	if found {
-		t, err := decodeTD(val)
-		if err != nil || len(t.uncles) != len(r.uncles) {
-			return nil, false, fmt.Errorf("block %d (%s): total difficulties: %w", number, hash, errCorrupt)
-		}
+	if t != nil {
 		r.setTD(t)
 	}
 	return r, true, nil
+}
+
+// td reads the total difficulties of the block number/hash (and its
+// uncles) learnt after it was stored, nil when none were.
+func (v *view) td(number uint64, hash backend.Hash, uncles int) (*tdInfo, error) {
+	val, found, err := v.get(tdKey(number, hash))
+	if !found {
+		return nil, err
+	}
+	t, err := decodeTD(val)
+	if err != nil || len(t.uncles) != uncles {
+		return nil, fmt.Errorf("block %d (%s): total difficulties: %w", number, hash, errCorrupt)
+	}
+	return t, nil
 }
 
 // complete reports whether every total difficulty of the record is known.
@@ -451,30 +472,171 @@ func (r *entry) setTD(t *tdInfo) {
 	}
 }
 
-// byNumber reads the canonical block at number.
-func (v *view) byNumber(number uint64, parts decodeParts) (*entry, bool, error) {
-	hash, found, err := v.hashAt(canonicalKey(number))
-	if !found {
-		return nil, false, err
-	}
-	r, found, err := v.block(number, hash, parts)
-	if err == nil && !found {
-		err = fmt.Errorf("canonical block %d (%s): %w", number, hash, errCorrupt)
-	}
-	return r, found, err
+// blockRef names a block's record: a stored block's, by its number and
+// hash, or the pending block's.
+type blockRef struct {
+	number  uint64
+	hash    backend.Hash
+	pending bool
 }
 
-// byHash reads the block with the given hash.
-func (v *view) byHash(hash backend.Hash, parts decodeParts) (*entry, bool, error) {
-	number, found, err := v.uint64(numberKey(hash))
+// String names the block in errors.
+func (r blockRef) String() string {
+	if r.pending {
+		return "the pending block"
+	}
+	return fmt.Sprintf("block %d (%s)", r.number, r.hash)
+}
+
+// missing is the error of a block whose record is not there: the pending
+// block may be unset, a block that an index names must be stored.
+func (r blockRef) missing() error {
+	if r.pending {
+		return backend.ErrNotFound
+	}
+	return fmt.Errorf("%v is indexed but not stored: %w", r, errCorrupt)
+}
+
+// findNumber finds the block a number or tag selects: the canonical one
+// at the number, or the pending block, which may not be stored.
+func (v *view) findNumber(number backend.BlockNumber) (blockRef, bool, error) {
+	var n uint64
+	var found bool
+	var err error
+	switch number {
+	case backend.Pending:
+		return blockRef{pending: true}, true, nil
+	case backend.Latest, backend.Earliest:
+		n, found, err = v.canonicalEnd(number == backend.Latest)
+	case backend.Safe:
+		n, found, err = v.uint64(keySafe)
+	case backend.Finalized:
+		n, found, err = v.uint64(keyFinalized)
+	default:
+		var ok bool
+		if n, ok = number.Uint64(); !ok {
+			return blockRef{}, false, fmt.Errorf("pebblestore: invalid block number %v", number)
+		}
+		found = true
+	}
 	if !found {
-		return nil, false, err
+		return blockRef{}, false, err
 	}
-	r, found, err := v.block(number, hash, parts)
+	hash, found, err := v.hashAt(canonicalKey(n))
+	return blockRef{number: n, hash: hash}, found, err
+}
+
+// findHash finds the block with the given hash.
+func (v *view) findHash(hash backend.Hash) (blockRef, bool, error) {
+	n, found, err := v.uint64(numberKey(hash))
+	return blockRef{number: n, hash: hash}, found, err
+}
+
+// readNumber calls f with a view and the block that number selects, and
+// returns ErrNotFound when there is none.
+func (s *Store) readNumber(ctx context.Context, number backend.BlockNumber, f func(*view, blockRef) error) error {
+	return s.read(ctx, func(v *view) error {
+		ref, found, err := v.findNumber(number)
+		if !found {
+			return notFound(err)
+		}
+		return f(v, ref)
+	})
+}
+
+// readHash is readNumber for a block hash.
+func (s *Store) readHash(ctx context.Context, hash backend.Hash, f func(*view, blockRef) error) error {
+	return s.read(ctx, func(v *view) error {
+		ref, found, err := v.findHash(hash)
+		if !found {
+			return notFound(err)
+		}
+		return f(v, ref)
+	})
+}
+
+// decoded reads the block ref names, decoded as parts says.
+func (v *view) decoded(ref blockRef, parts decodeParts) (*entry, error) {
+	if ref.pending {
+		rec, err := v.record(ref)
+		if err != nil {
+			return nil, err
+		}
+		r, err := decodeBlock(rec, parts)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", ref, err)
+		}
+		r.block.Pending = true
+		return r, nil
+	}
+	r, found, err := v.block(ref.number, ref.hash, parts)
 	if err == nil && !found {
-		err = fmt.Errorf("block %s of number %d: %w", hash, number, errCorrupt)
+		err = ref.missing()
 	}
-	return r, found, err
+	return r, err
+}
+
+// lend calls f with the block ref names, lent as backend.Lender lends:
+// split from its record (record.Split), whose transactions f reads from
+// the view's memory.
+func (v *view) lend(ref blockRef, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	rec, err := v.record(ref)
+	if err != nil {
+		return err
+	}
+	b, txs, err := record.Split(rec)
+	if err != nil {
+		return fmt.Errorf("%v: %w", ref, err)
+	}
+	if b.TotalDifficulty == nil && !ref.pending {
+		t, err := v.td(ref.number, ref.hash, len(b.Uncles))
+		if err != nil {
+			return err
+		}
+		if t != nil {
+			b.TotalDifficulty = t.block
+		}
+		if txs != nil {
+			// Looking it up moved the view off the record, which the
+			// transactions are read from: the same bytes, read again.
+			if rec, err = v.record(ref); err != nil {
+				return err
+			}
+			txs = rec[len(rec)-len(txs):]
+		}
+	}
+	b.Pending = ref.pending
+	if txs == nil {
+		return f(b, nil)
+	}
+	r := readers.Get().(*record.TransactionReader)
+	defer func() {
+		r.Reset(nil, nil) // so that the pool keeps none of the database's memory
+		readers.Put(r)
+	}()
+	r.Reset(txs, b.BaseFeePerGas)
+	return f(b, r)
+}
+
+// readers are the transaction readers of lent blocks: each is lent with
+// its block, and back once the borrower is done.
+var readers = sync.Pool{New: func() any { return new(record.TransactionReader) }}
+
+// record returns the record of the block ref names, valid until the
+// view's next call.
+func (v *view) record(ref blockRef) ([]byte, error) {
+	key := keyPending
+	if !ref.pending {
+		key = recordKey(ref.number, ref.hash)
+	}
+	rec, found, err := v.get(key)
+	if !found {
+		if err == nil {
+			err = ref.missing()
+		}
+		return nil, err
+	}
+	return rec, nil
 }
 
 // ChainID implements backend.Backend: the id set with SetChainID, or else
@@ -505,33 +667,10 @@ func (s *Store) ChainID(ctx context.Context) (uint64, error) {
 // BlockByNumber implements backend.Backend.
 func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
 	var b *backend.Block
-	err := s.read(ctx, func(v *view) error {
-		var n uint64
-		var found bool
-		var err error
-		switch number {
-		case backend.Pending:
-			b, err = v.pending()
+	err := s.readNumber(ctx, number, func(v *view, ref blockRef) error {
+		r, err := v.decoded(ref, decodeAll)
+		if err != nil {
 			return err
-		case backend.Latest, backend.Earliest:
-			n, found, err = v.canonicalEnd(number == backend.Latest)
-		case backend.Safe:
-			n, found, err = v.uint64(keySafe)
-		case backend.Finalized:
-			n, found, err = v.uint64(keyFinalized)
-		default:
-			var ok bool
-			if n, ok = number.Uint64(); !ok {
-				return fmt.Errorf("pebblestore: invalid block number %v", number)
-			}
-			found = true
-		}
-		if !found {
-			return notFound(err)
-		}
-		r, found, err := v.byNumber(n, decodeAll)
-		if !found {
-			return notFound(err)
 		}
 		b = r.block
 		return nil
@@ -550,26 +689,13 @@ func notFound(err error) error {
 	return err
 }
 
-func (v *view) pending() (*backend.Block, error) {
-	val, found, err := v.get(keyPending)
-	if !found {
-		return nil, notFound(err)
-	}
-	r, err := decodeBlock(val, decodeAll)
-	if err != nil {
-		return nil, fmt.Errorf("the pending block: %w", err)
-	}
-	r.block.Pending = true
-	return r.block, nil
-}
-
 // BlockByHash implements backend.Backend.
 func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
 	var b *backend.Block
-	err := s.read(ctx, func(v *view) error {
-		r, found, err := v.byHash(hash, decodeAll)
-		if !found {
-			return notFound(err)
+	err := s.readHash(ctx, hash, func(v *view, ref blockRef) error {
+		r, err := v.decoded(ref, decodeAll)
+		if err != nil {
+			return err
 		}
 		b = r.block
 		return nil
@@ -580,13 +706,23 @@ func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Bl
 	return b, nil
 }
 
+// LendBlockByNumber implements backend.Lender.
+func (s *Store) LendBlockByNumber(ctx context.Context, number backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return s.readNumber(ctx, number, func(v *view, ref blockRef) error { return v.lend(ref, f) })
+}
+
+// LendBlockByHash implements backend.Lender.
+func (s *Store) LendBlockByHash(ctx context.Context, hash backend.Hash, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return s.readHash(ctx, hash, func(v *view, ref blockRef) error { return v.lend(ref, f) })
+}
+
 // UncleByBlockHashAndIndex implements backend.Backend.
 func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
 	var u *backend.Uncle
-	err := s.read(ctx, func(v *view) error {
-		r, found, err := v.byHash(hash, decodeUncles)
-		if !found {
-			return notFound(err)
+	err := s.readHash(ctx, hash, func(v *view, ref blockRef) error {
+		r, err := v.decoded(ref, decodeUncles)
+		if err != nil {
+			return err
 		}
 		if index >= uint64(len(r.uncles)) {
 			return backend.ErrNotFound
