@@ -81,6 +81,33 @@ func BenchmarkAppendU256(b *testing.B) {
 	})
 }
 
+// BenchmarkAppendUint64 encodes the quantities of a transaction object
+// (type, index, nonce, gas, number, time); beside it, in the same run,
+// every value from all sixteen digits (what AppendUint64 did before).
+func BenchmarkAppendUint64(b *testing.B) {
+	values := []uint64{2, 0x9c, 0x1a3, 0x5208, 0x112a880, 0x6553f10c}
+	buf := make([]byte, 0, 18*len(values))
+	b.Run("hexutil", func(b *testing.B) {
+		for b.Loop() {
+			buf = buf[:0]
+			for _, v := range values {
+				buf = AppendUint64(buf, v)
+			}
+		}
+	})
+	b.Run("sixteen-digits", func(b *testing.B) {
+		for b.Loop() {
+			buf = buf[:0]
+			for _, v := range values {
+				var digits [16]byte
+				encodeWord(&digits, v)
+				buf = append(buf, '0', 'x')
+				buf = append(buf, digits[16-(bits.Len64(v)+3)/4:]...)
+			}
+		}
+	})
+}
+
 func BenchmarkDecodeUint64(b *testing.B) {
 	in := "0x112A880"
 	for b.Loop() {
