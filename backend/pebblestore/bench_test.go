@@ -67,8 +67,8 @@ func TestScale(t *testing.T) {
 		rows = append(rows, measureScale(t, n)...)
 	}
 	t.Logf("%d transactions a block on average, CacheBytes %d MiB, %d random reads a measurement\n"+
-		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s | cold served/s | warm served/s |\n"+
-		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
+		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s | cold served p50 | cold served p99 | cold served/s | warm served p50 | warm served p99 | warm served/s |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
 		*scaleTxs, *scaleCache>>20, *scaleReads, strings.Join(rows, "\n"))
 }
 
@@ -164,7 +164,10 @@ func measureScale(t *testing.T, n int) []string {
 	coldRate := throughput(t, s, numbers, false)
 	s.Close()
 	s = open()
-	coldServe := serve(t, s, numbers)
+	coldServeLat := serve(t, s, numbers, true)
+	s.Close()
+	s = open()
+	coldServe := serve(t, s, numbers, false)
 	s.Close()
 	s = open()
 	coldRender := throughput(t, s, numbers, true)
@@ -172,12 +175,13 @@ func measureScale(t *testing.T, n int) []string {
 	warmLat := latencies(t, s, numbers)
 	warmRate := throughput(t, s, numbers, false)
 	warmRender := throughput(t, s, numbers, true)
-	warmServe := serve(t, s, numbers)
+	warmServeLat, warmServe := serve(t, s, numbers, true), serve(t, s, numbers, false)
 	s.Close()
-	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender, coldServe, warmServe)}
+	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender, coldServeLat, coldServe, warmServeLat, warmServe)}
 	if mem != nil {
-		lat, r, render, served := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true), serve(t, mem, numbers)
-		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(memTime), lat, r, lat, r, render, render, served, served))
+		lat, r, render := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true)
+		servedLat, served := serve(t, mem, numbers, true), serve(t, mem, numbers, false)
+		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(memTime), lat, r, lat, r, render, render, servedLat, served, servedLat, served))
 	}
 	return rows
 }
@@ -194,6 +198,11 @@ func latencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) s
 			t.Fatalf("block %d: %v", n, err)
 		}
 	}
+	return percentiles(d)
+}
+
+// percentiles returns "p50 | p99" of d, which it sorts.
+func percentiles(d []time.Duration) string {
 	slices.Sort(d)
 	us := func(d time.Duration) string { return fmt.Sprintf("%.1f µs", float64(d.Nanoseconds())/1e3) }
 	return us(d[len(d)/2]) + " | " + us(d[len(d)*99/100])
@@ -228,30 +237,35 @@ func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, 
 	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
 }
 
-// serve answers eth_getBlockByNumber(n, true) for the numbers with two
-// readers through blockrpc's handler, its answer cache off (every answer
-// rendered, as for a block not asked for before), and returns answers a
-// second.
-func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) string {
+// serve answers eth_getBlockByNumber(n, true) for the numbers through
+// blockrpc's handler, its answer cache off (every answer rendered, as for
+// a block not asked for before). With latency, one reader asks, and serve
+// returns "p50 | p99"; otherwise two readers, and answers a second.
+func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, latency bool) string {
 	const key = "scale"
 	h := blockrpc.NewHandler(blockrpc.NewService(s), blockrpc.WithKeys(blockrpc.NewKeySet(key)), blockrpc.WithAnswerCache(0))
+	if latency {
+		d := make([]time.Duration, len(numbers))
+		a := newAnswerer(key)
+		for i, n := range numbers {
+			start := time.Now()
+			if !a.answer(t, h, n) {
+				return "failed"
+			}
+			d[i] = time.Since(start)
+		}
+		return percentiles(d)
+	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	const readers = 2
-	for r := range readers {
+	for first := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body := &replayBody{}
-			req := httptest.NewRequest(http.MethodPost, "/v3/"+key, body)
-			req.Header.Set("Content-Type", "application/json")
-			w := &discardWriter{header: make(http.Header)}
-			for i := r; i < len(numbers); i += readers {
-				body.data = fmt.Appendf(body.data[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(numbers[i]))
-				body.off = 0
-				h.ServeHTTP(w, req)
-				if w.status != http.StatusOK || w.n < 1000 {
-					t.Errorf("block %d: status %d, %d bytes", numbers[i], w.status, w.n)
+			a := newAnswerer(key)
+			for i := first; i < len(numbers); i += readers {
+				if !a.answer(t, h, numbers[i]) {
 					return
 				}
 			}
@@ -259,6 +273,33 @@ func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) strin
 	}
 	wg.Wait()
 	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+}
+
+// answerer asks a handler for blocks, reusing its request and writer.
+type answerer struct {
+	body *replayBody
+	req  *http.Request
+	w    *discardWriter
+}
+
+func newAnswerer(key string) *answerer {
+	body := &replayBody{}
+	req := httptest.NewRequest(http.MethodPost, "/v3/"+key, body)
+	req.Header.Set("Content-Type", "application/json")
+	return &answerer{body: body, req: req, w: &discardWriter{header: make(http.Header)}}
+}
+
+// answer asks for block n with its transactions, and reports whether the
+// answer came.
+func (a *answerer) answer(t *testing.T, h http.Handler, n backend.BlockNumber) bool {
+	a.body.data = fmt.Appendf(a.body.data[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(n))
+	a.body.off = 0
+	h.ServeHTTP(a.w, a.req)
+	if a.w.status != http.StatusOK || a.w.n < 1000 {
+		t.Errorf("block %d: status %d, %d bytes", n, a.w.status, a.w.n)
+		return false
+	}
+	return true
 }
 
 // replayBody is a request body that can be read again after resetting off.
