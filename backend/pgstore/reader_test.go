@@ -18,20 +18,7 @@ func TestReaderView(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
-	im := w.NewImporter(ctx, nil)
-	for n := uint64(0); n <= s.main.Head().Number; n++ {
-		if err := s.write(im, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := im.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for n := uint64(61); n <= s.long.Head().Number; n++ {
-		if err := s.write(w, s.long.Block(n), false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.importMain(t, w, s.main.Head().Number, s.long.Head().Number+1)
 	// Polling only when a read asks for it.
 	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour})
 	if err != nil {

@@ -106,6 +106,27 @@ func (s *shared) write(w backend.Writer, b *backend.Block, canonical bool) error
 	return w.AddSideBlock(b, uncles...)
 }
 
+// importMain imports the main branch up to block last with w's Importer,
+// and its long branch's blocks from 61 up to (not including) number
+// until, as side blocks.
+func (s *shared) importMain(t *testing.T, w *pgstore.Writer, last, until uint64) {
+	t.Helper()
+	im := w.NewImporter(context.Background(), nil)
+	for n := uint64(0); n <= last; n++ {
+		if err := s.write(im, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(61); n < until; n++ {
+		if err := s.write(w, s.long.Block(n), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // script is what the writer does: import the main branch in batches with
 // COPY, set the tags, then move between the branches; it ends on the long
 // branch. pause is called between the steps.

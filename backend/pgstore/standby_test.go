@@ -75,15 +75,7 @@ func TestStandby(t *testing.T) {
 	}
 	defer w.Close()
 	s := buildShared()
-	im := w.NewImporter(ctx, nil)
-	for n := uint64(0); n <= 30; n++ {
-		if err := s.write(im, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := im.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	s.importMain(t, w, 30, 61)
 
 	start := time.Now()
 	standby, err := primary.Standby(pgtest.Config{Settings: pgtest.Fast})
@@ -179,20 +171,7 @@ func TestCaughtUp(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
-	im := w.NewImporter(ctx, nil)
-	for n := uint64(0); n <= s.main.Head().Number; n++ {
-		if err := s.write(im, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := im.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	for n := uint64(61); n < s.long.Head().Number; n++ {
-		if err := s.write(w, s.long.Block(n), false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.importMain(t, w, s.main.Head().Number, s.long.Head().Number)
 	if err := s.write(w, s.short.Block(76), false); err != nil {
 		t.Fatal(err)
 	}

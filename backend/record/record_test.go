@@ -106,10 +106,11 @@ func synthChain(n, txs int) []sample {
 	return out
 }
 
-// TestRecordRoundTrip decodes every encoded block to the same values,
-// nil and empty kept apart, for blocks of every fork and transaction type,
-// uncles, hash-only blocks, the pending block, unknown total difficulties.
-func TestRecordRoundTrip(t *testing.T) {
+// eachRecord calls f with every block of the sample chains (every fork and
+// transaction type, uncles, hash-only blocks, the pending block, mainnet's
+// shape), with its total difficulty and without, and its record. It
+// returns how many blocks it gave.
+func eachRecord(t *testing.T, f func(b *backend.Block, s sample, rec []byte)) int {
 	var all []sample
 	all = append(all, everyForkChain(t)...)
 	all = append(all, demoChain(t)...)
@@ -118,30 +119,39 @@ func TestRecordRoundTrip(t *testing.T) {
 		noTD := s.block.Copy()
 		noTD.TotalDifficulty = nil
 		for _, b := range []*backend.Block{s.block, noTD} {
-			rec := record.Append(nil, b, s.uncles)
-			got, uncles, err := record.Decode(rec)
-			if err != nil {
-				t.Fatalf("block %d: %v", b.Number, err)
-			}
-			got.Pending = b.Pending
-			if diff := cmp.Diff(b, got); diff != "" {
-				t.Fatalf("block %d (%s) decodes differently (-want +got):\n%s", b.Number, b.Hash, diff)
-			}
-			if diff := cmp.Diff(s.uncles, uncles, cmp.Comparer(func(a, b []*backend.Uncle) bool {
-				return cmp.Equal(a, b) || len(a) == 0 && len(b) == 0
-			})); diff != "" {
-				t.Fatalf("block %d's uncles decode differently (-want +got):\n%s", b.Number, diff)
-			}
-			part, partUncles, err := record.DecodeHeader(rec)
-			if err != nil || part.Hash != b.Hash || len(partUncles) != len(s.uncles) || part.Transactions != nil {
-				t.Fatalf("block %d, header and uncles only: %v", b.Number, err)
-			}
-			if p, err := record.ParentHash(rec); err != nil || p != b.ParentHash {
-				t.Fatalf("block %d: ParentHash = %s, %v; want %s", b.Number, p, err, b.ParentHash)
-			}
+			f(b, s, record.Append(nil, b, s.uncles))
 		}
 	}
-	t.Logf("%d blocks", len(all))
+	return len(all)
+}
+
+// TestRecordRoundTrip decodes every encoded block to the same values,
+// nil and empty kept apart, for blocks of every fork and transaction type,
+// uncles, hash-only blocks, the pending block, unknown total difficulties.
+func TestRecordRoundTrip(t *testing.T) {
+	n := eachRecord(t, func(b *backend.Block, s sample, rec []byte) {
+		got, uncles, err := record.Decode(rec)
+		if err != nil {
+			t.Fatalf("block %d: %v", b.Number, err)
+		}
+		got.Pending = b.Pending
+		if diff := cmp.Diff(b, got); diff != "" {
+			t.Fatalf("block %d (%s) decodes differently (-want +got):\n%s", b.Number, b.Hash, diff)
+		}
+		if diff := cmp.Diff(s.uncles, uncles, cmp.Comparer(func(a, b []*backend.Uncle) bool {
+			return cmp.Equal(a, b) || len(a) == 0 && len(b) == 0
+		})); diff != "" {
+			t.Fatalf("block %d's uncles decode differently (-want +got):\n%s", b.Number, diff)
+		}
+		part, partUncles, err := record.DecodeHeader(rec)
+		if err != nil || part.Hash != b.Hash || len(partUncles) != len(s.uncles) || part.Transactions != nil {
+			t.Fatalf("block %d, header and uncles only: %v", b.Number, err)
+		}
+		if p, err := record.ParentHash(rec); err != nil || p != b.ParentHash {
+			t.Fatalf("block %d: ParentHash = %s, %v; want %s", b.Number, p, err, b.ParentHash)
+		}
+	})
+	t.Logf("%d blocks", n)
 }
 
 // TestCorruptRecord gives the decoder every truncation of records and

@@ -98,40 +98,31 @@ func lentJSON(rec []byte, fullTx bool) ([]byte, error) {
 // record as Decode's block is written, in both forms, and finds the front
 // whole: only the transactions are left encoded.
 func TestSplit(t *testing.T) {
-	var all []sample
-	all = append(all, everyForkChain(t)...)
-	all = append(all, demoChain(t)...)
-	all = append(all, synthChain(20, 60)...)
-	for _, s := range all {
-		noTD := s.block.Copy()
-		noTD.TotalDifficulty = nil
-		for _, b := range []*backend.Block{s.block, noTD} {
-			rec := record.Append(nil, b, s.uncles)
-			dec, _, err := record.Decode(rec)
-			if err != nil {
-				t.Fatalf("block %d: %v", b.Number, err)
-			}
-			for _, fullTx := range []bool{true, false} {
-				got, err := lentJSON(rec, fullTx)
-				if want := dec.AppendJSON(nil, fullTx); err != nil || !bytes.Equal(got, want) {
-					t.Fatalf("block %d (%s) split (fullTx %v): %v\n got  %s\n want %s", b.Number, b.Hash, fullTx, err, got, want)
-				}
-			}
-			front, txs, err := record.Split(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (txs == nil) != (b.Transactions == nil) || front.Transactions != nil {
-				t.Fatalf("block %d: split into %d bytes of transactions and %d decoded; the block has %d", b.Number, len(txs), len(front.Transactions), len(b.Transactions))
-			}
-			want := dec.Copy()
-			if txs != nil {
-				want.Transactions, want.TransactionHashes = nil, nil
-			}
-			if diff := cmp.Diff(want, front); diff != "" {
-				t.Fatalf("block %d's front splits differently (-want +got):\n%s", b.Number, diff)
+	n := eachRecord(t, func(b *backend.Block, _ sample, rec []byte) {
+		dec, _, err := record.Decode(rec)
+		if err != nil {
+			t.Fatalf("block %d: %v", b.Number, err)
+		}
+		for _, fullTx := range []bool{true, false} {
+			got, err := lentJSON(rec, fullTx)
+			if want := dec.AppendJSON(nil, fullTx); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("block %d (%s) split (fullTx %v): %v\n got  %s\n want %s", b.Number, b.Hash, fullTx, err, got, want)
 			}
 		}
-	}
-	t.Logf("%d blocks", len(all))
+		front, txs, err := record.Split(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (txs == nil) != (b.Transactions == nil) || front.Transactions != nil {
+			t.Fatalf("block %d: split into %d bytes of transactions and %d decoded; the block has %d", b.Number, len(txs), len(front.Transactions), len(b.Transactions))
+		}
+		want := dec.Copy()
+		if txs != nil {
+			want.Transactions, want.TransactionHashes = nil, nil
+		}
+		if diff := cmp.Diff(want, front); diff != "" {
+			t.Fatalf("block %d's front splits differently (-want +got):\n%s", b.Number, diff)
+		}
+	})
+	t.Logf("%d blocks", n)
 }
