@@ -31,6 +31,23 @@ func invalid(field string, err error) error {
 	return &FieldError{Field: field, Err: err}
 }
 
+// SealPending returns a sealed copy of a block to be served as pending,
+// and the chain id its transactions are signed for (nil when none tells):
+// what a Writer's SetPending checks. The copy is sealed as Seal seals a
+// block, not pending, and then marked pending, whose hash and number are
+// only hidden when it is served. On an error the copy is returned too, to
+// name the block.
+func SealPending(block *Block) (*Block, *uint256.Int, error) {
+	b := block.Copy()
+	b.Pending = false
+	if err := Seal(b, nil); err != nil {
+		return b, nil, err
+	}
+	b.Pending = true
+	id, err := b.SignedChainID()
+	return b, id, err
+}
+
 // Seal fills in the values that the contents of b and its uncles determine
 // where they are absent (zero), and checks those that are given: the
 // hashes of the block, its transactions and uncles, the transactions,

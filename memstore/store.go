@@ -565,13 +565,7 @@ func (s *Store) SetPending(block *backend.Block) error {
 		s.mu.Unlock()
 		return nil
 	}
-	b := block.Copy()
-	b.Pending = false
-	if err := backend.Seal(b, nil); err != nil {
-		return blockError(b, fmt.Errorf("pending: %w", err))
-	}
-	b.Pending = true
-	chainID, err := b.SignedChainID()
+	b, chainID, err := backend.SealPending(block)
 	if err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}

@@ -730,13 +730,7 @@ func (w *Writer) SetPending(block *backend.Block) error {
 			return nil
 		})
 	}
-	b := block.Copy()
-	b.Pending = false
-	if err := backend.Seal(b, nil); err != nil {
-		return blockError(b, fmt.Errorf("pending: %w", err))
-	}
-	b.Pending = true
-	id, err := b.SignedChainID()
+	b, id, err := backend.SealPending(block)
 	if err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
