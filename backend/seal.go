@@ -31,6 +31,23 @@ func invalid(field string, err error) error {
 	return &FieldError{Field: field, Err: err}
 }
 
+// SealCopies returns sealed copies of a block and its uncles, to be
+// stored, and the chain id the block's transactions are signed for (nil
+// when none tells): what a Writer's AddBlock checks. The callers' values
+// are not changed. On an error the block's copy is returned too, to name
+// the block.
+func SealCopies(block *Block, uncles []*Uncle) (*Block, []*Uncle, *uint256.Int, error) {
+	b, us := block.Copy(), make([]*Uncle, len(uncles))
+	for i, u := range uncles {
+		us[i] = u.Copy()
+	}
+	if err := Seal(b, us); err != nil {
+		return b, nil, nil, err
+	}
+	id, err := b.SignedChainID()
+	return b, us, id, err
+}
+
 // SealPending returns a sealed copy of a block to be served as pending,
 // and the chain id its transactions are signed for (nil when none tells):
 // what a Writer's SetPending checks. The copy is sealed as Seal seals a

@@ -322,14 +322,7 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 	if block.Pending {
 		return errPendingInAdd
 	}
-	b, us := block.Copy(), make([]*backend.Uncle, len(uncles))
-	for i, u := range uncles {
-		us[i] = u.Copy()
-	}
-	if err := backend.Seal(b, us); err != nil {
-		return blockError(b, err)
-	}
-	chainID, err := b.SignedChainID()
+	b, us, chainID, err := backend.SealCopies(block, uncles)
 	if err != nil {
 		return blockError(b, err)
 	}

@@ -315,14 +315,7 @@ func sealItem(block *backend.Block, uncles []*backend.Uncle, canonical bool) (*i
 	if block.Pending {
 		return nil, errPendingInAdd
 	}
-	b, us := block.Copy(), make([]*backend.Uncle, len(uncles))
-	for i, u := range uncles {
-		us[i] = u.Copy()
-	}
-	if err := backend.Seal(b, us); err != nil {
-		return nil, blockError(b, err)
-	}
-	id, err := b.SignedChainID()
+	b, us, id, err := backend.SealCopies(block, uncles)
 	if err != nil {
 		return nil, blockError(b, err)
 	}
