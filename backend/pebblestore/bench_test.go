@@ -213,28 +213,20 @@ func percentiles(d []time.Duration) string {
 // eth_getBlockByNumber(n, true) answers, as the handler does.
 func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, render bool) string {
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	start := time.Now()
-	const readers = 2
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []byte
-			for i := r; i < len(numbers); i += readers {
-				b, err := s.BlockByNumber(ctx, numbers[i])
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if render {
-					buf = b.AppendJSON(buf[:0], true)
-				}
+	return readRate(numbers, func() func(backend.BlockNumber) bool {
+		var buf []byte
+		return func(n backend.BlockNumber) bool {
+			b, err := s.BlockByNumber(ctx, n)
+			if err != nil {
+				t.Error(err)
+				return false
 			}
-		}()
-	}
-	wg.Wait()
-	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+			if render {
+				buf = b.AppendJSON(buf[:0], true)
+			}
+			return true
+		}
+	})
 }
 
 // serve answers eth_getBlockByNumber(n, true) for the numbers through
@@ -256,6 +248,16 @@ func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, laten
 		}
 		return percentiles(d)
 	}
+	return readRate(numbers, func() func(backend.BlockNumber) bool {
+		a := newAnswerer(key)
+		return func(n backend.BlockNumber) bool { return a.answer(t, h, n) }
+	})
+}
+
+// readRate reads the numbers with two readers, each made by newReader and
+// taking every other number until it reports a failure, and returns reads
+// a second.
+func readRate(numbers []backend.BlockNumber, newReader func() func(backend.BlockNumber) bool) string {
 	var wg sync.WaitGroup
 	start := time.Now()
 	const readers = 2
@@ -263,9 +265,9 @@ func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, laten
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a := newAnswerer(key)
+			read := newReader()
 			for i := first; i < len(numbers); i += readers {
-				if !a.answer(t, h, numbers[i]) {
+				if !read(numbers[i]) {
 					return
 				}
 			}
