@@ -666,14 +666,18 @@ func (s *Store) ChainID(ctx context.Context) (uint64, error) {
 
 // BlockByNumber implements backend.Backend.
 func (s *Store) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	return decodedBlock(func(f func(*view, blockRef) error) error { return s.readNumber(ctx, number, f) })
+}
+
+// decodedBlock returns the block that read finds, decoded whole.
+func decodedBlock(read func(func(*view, blockRef) error) error) (*backend.Block, error) {
 	var b *backend.Block
-	err := s.readNumber(ctx, number, func(v *view, ref blockRef) error {
+	err := read(func(v *view, ref blockRef) error {
 		r, err := v.decoded(ref, decodeAll)
-		if err != nil {
-			return err
+		if err == nil {
+			b = r.block
 		}
-		b = r.block
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -691,19 +695,7 @@ func notFound(err error) error {
 
 // BlockByHash implements backend.Backend.
 func (s *Store) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
-	var b *backend.Block
-	err := s.readHash(ctx, hash, func(v *view, ref blockRef) error {
-		r, err := v.decoded(ref, decodeAll)
-		if err != nil {
-			return err
-		}
-		b = r.block
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return decodedBlock(func(f func(*view, blockRef) error) error { return s.readHash(ctx, hash, f) })
 }
 
 // LendBlockByNumber implements backend.Lender.
