@@ -28,7 +28,8 @@ import (
 	"github.com/holiman/uint256"
 )
 
-// A Store is read as a backend.Backend and written as a backend.Writer.
+// A Store is read as a backend.Backend, lends its blocks as a
+// backend.Lender, and is written as a backend.Writer.
 var (
 	_ backend.Backend = (*Store)(nil)
 	_ backend.Lender  = (*Store)(nil)
