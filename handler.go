@@ -77,7 +77,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.digest = keyDigest(key) // once, for the observer and the limiter
 	}
 	if info != nil {
-		info.KeyID = c.digest[:8]
+		info.KeyID, info.KeyDigest = c.digest[:8], c.digest
 	}
 	body := getBuffer()
 	defer putBuffer(body)
@@ -269,6 +269,10 @@ func KeyID(key string) string { return keyDigest(key)[:8] }
 func (h *Handler) observeRequest(ctx context.Context, a *answerWriter, info *RequestInfo, start time.Time) {
 	info.Status = a.status
 	info.Written = a.written
+	info.Errors = a.errors
+	if a.status != http.StatusOK && info.Errors == 0 {
+		info.Errors = 1
+	}
 	// A client that went away before its answer was complete may not make
 	// the last write fail (it closed without a byte to read), but it
 	// cancels the request.

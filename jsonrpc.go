@@ -40,12 +40,14 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 	start := skipSpace(body, 0)
 	if start == len(body) {
 		*out = appendError(*out, nil, codeParseError, "parse error")
+		a.errors = 1
 		return
 	}
 	// valueEnd only scans, so the span it finds is checked before use.
 	end := valueEnd(body, start)
 	if !json.Valid(body[start:end]) {
 		*out = appendError(*out, nil, codeParseError, "parse error")
+		a.errors = 1
 		return
 	}
 	body = body[start:end]
@@ -58,7 +60,9 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 			if h.sharing {
 				ctx = context.WithValue(ctx, sharedResultKey{}, &a.shared)
 			}
+			mark := len(*out)
 			*out = h.answer(ctx, body, *out)
+			a.countError((*out)[mark:])
 		}
 		return
 	}
@@ -69,8 +73,10 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 	switch {
 	case count == 0:
 		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
+		a.errors = 1
 	case len(elements) < count:
 		*out = h.refuseBatch(body, *out, codeInvalidRequest, "batch too large")
+		a.errors = 1
 	case h.allow(ctx, a, c, body, count):
 		h.batch(ctx, body, elements, a)
 	}
@@ -111,6 +117,7 @@ func (h *Handler) batch(ctx context.Context, batch []byte, elements [][2]int, a 
 			continue
 		}
 		answered++
+		a.countError((*out)[start:])
 		a.flushFull()
 	}
 	if answered > 0 {

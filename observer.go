@@ -60,6 +60,14 @@ type RequestInfo struct {
 	// KeyID is a short, stable id of an accepted API key: the first 4
 	// bytes of its SHA-256, in hex. It is "" for a refused key.
 	KeyID string
+	// KeyDigest is the hex SHA-256 of an accepted API key, the id a
+	// Limiter knows it by: what a store of keys finds a key's usage by.
+	// It is "" for a refused key.
+	KeyDigest string
+	// Errors is the number of error answers: one for each call answered
+	// with a JSON-RPC error, and one for a request refused whole or
+	// answered with a single error (a parse error, an empty batch).
+	Errors int
 	// Written is the number of body bytes written.
 	Written int64
 	// Cut reports that the answer could not be written whole: the client

@@ -31,6 +31,7 @@ type answerWriter struct {
 	status       int     // the HTTP status sent, once sent
 	answerStatus int     // the status to send the answer with when not 200: a refusal
 	written      int64   // body bytes written
+	errors       int     // error answers, for the observer
 	err          error   // the first failed write: the client is gone
 	streaming    bool
 	zip          *gzip.Writer // when streaming compressed
@@ -96,6 +97,13 @@ func (a *answerWriter) releaseSlot() {
 	if a.slot {
 		<-a.h.slots
 		a.slot = false
+	}
+}
+
+// countError counts answer, one call's, when it is an error.
+func (a *answerWriter) countError(answer []byte) {
+	if len(answer) > 0 && answerCode(answer) != 0 {
+		a.errors++
 	}
 }
 
