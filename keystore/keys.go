@@ -1,0 +1,208 @@
+package keystore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+)
+
+// Options configures Keys. The zero value is a sensible configuration.
+type Options struct {
+	// Refresh is how often the keys are read again from the store: a
+	// key made, revoked or limited by any process takes effect here
+	// within it. Default 5s.
+	Refresh time.Duration
+	// Stale is how long the keys last read are served while the store
+	// cannot be read; past it, requests are refused with 503 until it
+	// can. Default 5 minutes.
+	Stale time.Duration
+	// Flush is how often usage is written to the store. Default 10s.
+	Flush time.Duration
+	// Logger tells of store outages, recoveries and failed flushes. Nil
+	// logs nothing.
+	Logger *slog.Logger
+}
+
+// Keys gives a blockrpc.Handler the keys of a Store: it is a
+// blockrpc.KeyValidator and blockrpc.KeyLimits over a copy of the keys
+// kept in memory and read again every Refresh, so that a request never
+// waits for the store; and its Observer counts each key's usage, which is
+// written to the store every Flush. Usage is counted by key id, never as
+// a metrics label.
+type Keys struct {
+	store Store
+	opts  Options
+
+	known atomic.Pointer[known]
+
+	health   sync.Mutex
+	failing  error     // the last refresh's error; nil once one succeeds
+	failedAt time.Time // when refreshes began to fail
+
+	meter meter
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// known is the keys as last read: the valid ones, by digest.
+type known struct {
+	keys map[Digest]knownKey
+	read time.Time
+}
+
+type knownKey struct {
+	id    string
+	limit blockrpc.Limit
+	own   bool
+}
+
+// Open reads the keys of store and starts refreshing them and flushing
+// their usage, until Close. It fails when the store cannot be read now: a
+// server should not start without its keys.
+func Open(ctx context.Context, store Store, opts Options) (*Keys, error) {
+	if opts.Refresh <= 0 {
+		opts.Refresh = 5 * time.Second
+	}
+	if opts.Stale <= 0 {
+		opts.Stale = 5 * time.Minute
+	}
+	if opts.Flush <= 0 {
+		opts.Flush = 10 * time.Second
+	}
+	k := &Keys{store: store, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	k.meter.usage = make(map[string]*Usage)
+	if err := k.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	go k.run()
+	return k, nil
+}
+
+func (k *Keys) run() {
+	defer close(k.done)
+	refresh := time.NewTicker(k.opts.Refresh)
+	defer refresh.Stop()
+	flush := time.NewTicker(k.opts.Flush)
+	defer flush.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-refresh.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(k.opts.Refresh, 2*time.Second))
+			k.Refresh(ctx)
+			cancel()
+		case <-flush.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(k.opts.Flush, 2*time.Second))
+			k.Flush(ctx)
+			cancel()
+		}
+	}
+}
+
+// Close stops refreshing and writes the usage counted since the last
+// flush.
+func (k *Keys) Close() error {
+	k.once.Do(func() { close(k.stop) })
+	<-k.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return k.Flush(ctx)
+}
+
+// Refresh reads the keys from the store now. The admin API calls it after
+// a change, so that the process that made the change applies it at once.
+func (k *Keys) Refresh(ctx context.Context) error {
+	keys, err := k.store.Keys(ctx)
+	now := time.Now()
+	k.health.Lock()
+	defer k.health.Unlock()
+	if err != nil {
+		if k.failing == nil {
+			k.failedAt = now
+			if last := k.known.Load(); last != nil {
+				k.log(slog.LevelWarn, "keystore: the key store cannot be read: serving the keys last read until it can, for a while",
+					"err", err, "keys", len(last.keys), "read_at", last.read, "until", last.read.Add(k.opts.Stale))
+			}
+		}
+		k.failing = err
+		return fmt.Errorf("keystore: reading the keys: %w", err)
+	}
+	if k.failing != nil {
+		k.log(slog.LevelInfo, "keystore: the key store can be read again", "down_for", now.Sub(k.failedAt).Round(time.Millisecond))
+		k.failing = nil
+	}
+	next := &known{keys: make(map[Digest]knownKey, len(keys)), read: now}
+	for _, key := range keys {
+		if key.Valid() {
+			limit, own := key.Limit()
+			next.keys[key.Digest] = knownKey{id: key.ID, limit: limit, own: own}
+		}
+	}
+	k.known.Store(next)
+	return nil
+}
+
+// ErrStale is the error of a key check once the store has not been read
+// for longer than Options.Stale: the handler answers 503.
+var ErrStale = errors.New("keystore: the key store has not been readable for too long to trust the keys last read")
+
+// ValidKey implements blockrpc.KeyValidator.
+func (k *Keys) ValidKey(_ context.Context, key string) (bool, error) {
+	kn := k.known.Load()
+	if time.Since(kn.read) > k.opts.Stale {
+		return false, ErrStale
+	}
+	_, ok := kn.keys[DigestOf(key)]
+	return ok, nil
+}
+
+// KeyLimit implements blockrpc.KeyLimits.
+func (k *Keys) KeyLimit(_ context.Context, key string) (blockrpc.Limit, bool) {
+	e := k.known.Load().keys[DigestOf(key)]
+	return e.limit, e.own
+}
+
+// Health reports whether the keys are current: nil when the last read of
+// the store succeeded, and otherwise an error that says since when the
+// store cannot be read and until when the keys last read are served
+// (ErrStale once that time is past), for a readiness check to show.
+func (k *Keys) Health() error {
+	k.health.Lock()
+	failing, since := k.failing, k.failedAt
+	k.health.Unlock()
+	if failing == nil {
+		return nil
+	}
+	read := k.known.Load().read
+	if time.Since(read) > k.opts.Stale {
+		return fmt.Errorf("%w: unreadable since %s: %v", ErrStale, since.UTC().Format(time.RFC3339), failing)
+	}
+	return fmt.Errorf("keystore: the key store is unreadable since %s (%v): serving the keys read at %s until %s",
+		since.UTC().Format(time.RFC3339), failing, read.UTC().Format(time.RFC3339), read.Add(k.opts.Stale).UTC().Format(time.RFC3339))
+}
+
+// ID returns the id of a key known valid by its digest in hex, as
+// blockrpc.RequestInfo.KeyDigest gives it.
+func (k *Keys) ID(digest string) (string, bool) {
+	d, err := ParseDigest(digest)
+	if err != nil {
+		return "", false
+	}
+	e, ok := k.known.Load().keys[d]
+	return e.id, ok
+}
+
+func (k *Keys) log(level slog.Level, msg string, args ...any) {
+	if k.opts.Logger != nil {
+		k.opts.Logger.Log(context.Background(), level, msg, args...)
+	}
+}
