@@ -28,8 +28,8 @@ type File struct {
 const fileFormat = 1
 
 type fileContent struct {
-	Format  int                    `json:"format"`
-	Keys    []fileKey              `json:"keys"`
+	Format  int                   `json:"format"`
+	Keys    []fileKey             `json:"keys"`
 	Minutes map[string][][3]int64 `json:"minutes,omitempty"` // by key id: [unix minute, requests, errors]
 }
 
