@@ -1,0 +1,262 @@
+package keystore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/keystore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
+)
+
+// flaky is a Store that fails while down is set, as a database does while
+// it is unreachable.
+type flaky struct {
+	keystore.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *flaky) Keys(ctx context.Context) ([]keystore.Key, error) {
+	if f.down.Load() {
+		return nil, errDown
+	}
+	return f.Store.Keys(ctx)
+}
+
+func (f *flaky) Record(ctx context.Context, u []keystore.Usage) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.Record(ctx, u)
+}
+
+// syncBuffer is a log that the refresh loop and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func addKey(t *testing.T, s keystore.Store, label string, rate float64, burst int) (string, keystore.Key) {
+	t.Helper()
+	secret, k, err := keystore.NewKey(label, rate, burst, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	return secret, k
+}
+
+// serve returns a handler of the demo chain whose keys are keys', limited
+// and counted by them, as the example server wires them.
+func serve(t *testing.T, keys *keystore.Keys) *httptest.Server {
+	t.Helper()
+	chain, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := blockrpc.NewHandler(blockrpc.NewService(chain),
+		blockrpc.WithKeys(keys),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 1000, Burst: 1000}),
+		blockrpc.WithObserver(keys.Observer()))
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func status(t *testing.T, srv *httptest.Server, key, body string) int {
+	t.Helper()
+	resp, err := http.Post(srv.URL+"/v3/"+key, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+const blockNumber = `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`
+
+// waitFor polls cond until it holds, for up to limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestKeysFollowTheStore checks that a key made, limited or revoked in the
+// store, as another process would, takes effect within the refresh
+// interval, and a key's own limit is applied.
+func TestKeysFollowTheStore(t *testing.T) {
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{Refresh: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	srv := serve(t, keys)
+
+	secret, k := addKey(t, store, "new", 0, 0)
+	waitFor(t, time.Second, "a new key accepted", func() bool { return status(t, srv, secret, blockNumber) == http.StatusOK })
+
+	rate := 1e-6
+	if _, err := store.Update(context.Background(), k.ID, keystore.Change{Limit: &blockrpc.Limit{Rate: rate, Burst: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	// The burst of 2 takes effect: the third call of a quick series is
+	// refused, whatever the bucket held before.
+	waitFor(t, time.Second, "the key's own limit applied", func() bool {
+		return status(t, srv, secret, blockNumber) == http.StatusTooManyRequests
+	})
+
+	if _, err := store.Revoke(context.Background(), k.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(t, time.Second, "the revoked key refused", func() bool { return status(t, srv, secret, blockNumber) == http.StatusUnauthorized })
+	t.Logf("a revocation applied after %v, refreshing every 50ms", took.Round(time.Millisecond))
+	if status(t, srv, "0123456789abcdef0123456789abcdef", blockNumber) != http.StatusUnauthorized {
+		t.Error("a key the store never held is accepted")
+	}
+}
+
+// TestKeysOutage checks that while the store cannot be read, the keys last
+// read are served for Stale, the log and Health say so, and then requests
+// get 503 until the store is back.
+func TestKeysOutage(t *testing.T) {
+	store := &flaky{Store: keystore.NewMemory()}
+	secret, _ := addKey(t, store, "known", 0, 0)
+	var log syncBuffer
+	const stale = 300 * time.Millisecond
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{
+		Refresh: 20 * time.Millisecond, Stale: stale, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	srv := serve(t, keys)
+	if err := keys.Health(); err != nil {
+		t.Fatalf("Health before the outage: %v", err)
+	}
+
+	store.down.Store(true)
+	waitFor(t, time.Second, "the outage seen by Health", func() bool { return keys.Health() != nil })
+	if err := keys.Health(); errors.Is(err, keystore.ErrStale) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Health within the bound: %v; want the store's error, not ErrStale", err)
+	}
+	if got := status(t, srv, secret, blockNumber); got != http.StatusOK {
+		t.Errorf("a known key during the outage: %d, want 200", got)
+	}
+	if !strings.Contains(log.String(), "serving the keys last read") {
+		t.Errorf("the log does not tell of the outage:\n%s", log.String())
+	}
+
+	waitFor(t, 2*time.Second, "requests refused past the bound", func() bool { return status(t, srv, secret, blockNumber) == http.StatusServiceUnavailable })
+	if err := keys.Health(); !errors.Is(err, keystore.ErrStale) {
+		t.Errorf("Health past the bound: %v, want ErrStale", err)
+	}
+
+	store.down.Store(false)
+	waitFor(t, time.Second, "the key served again", func() bool { return status(t, srv, secret, blockNumber) == http.StatusOK })
+	if err := keys.Health(); err != nil {
+		t.Errorf("Health after the outage: %v", err)
+	}
+	if !strings.Contains(log.String(), "can be read again") {
+		t.Errorf("the log does not tell of the recovery:\n%s", log.String())
+	}
+	if strings.Contains(log.String(), secret) {
+		t.Error("the log holds a key")
+	}
+}
+
+// TestKeysUsage checks that requests, errors and bytes are counted against
+// the key that made them, by minute, and that a flush the store refuses
+// loses nothing.
+func TestKeysUsage(t *testing.T) {
+	store := &flaky{Store: keystore.NewMemory()}
+	a, ka := addKey(t, store, "a", 0, 0)
+	b, kb := addKey(t, store, "b", 0, 0)
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	srv := serve(t, keys)
+	for range 3 {
+		status(t, srv, a, blockNumber)
+	}
+	status(t, srv, a, `{"jsonrpc":"2.0","id":1,"method":"eth_nothing","params":[]}`)
+	status(t, srv, b, blockNumber)
+	status(t, srv, "not-a-key", blockNumber)
+
+	store.down.Store(true)
+	if err := keys.Flush(context.Background()); err == nil {
+		t.Fatal("a flush to a store that is down succeeded")
+	}
+	status(t, srv, b, blockNumber) // counted while the first counts wait
+	store.down.Store(false)
+	if err := keys.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	ga, _ := store.Key(ctx, ka.ID)
+	gb, _ := store.Key(ctx, kb.ID)
+	if ga.Used.Requests != 4 || ga.Used.Errors != 1 || ga.Used.Bytes < 4*40 || ga.Used.LastUsed.IsZero() {
+		t.Errorf("key a: %+v; want 4 requests, 1 error, their bytes, a last use", ga.Used)
+	}
+	if gb.Used.Requests != 2 || gb.Used.Errors != 0 {
+		t.Errorf("key b: %+v; want 2 requests, no error", gb.Used)
+	}
+	minutes, err := store.Minutes(ctx, ka.ID, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, errs int64
+	for _, m := range minutes {
+		sum += m.Requests
+		errs += m.Errors
+	}
+	if sum != 4 || errs != 1 {
+		t.Errorf("key a's minutes sum to %d requests and %d errors, want 4 and 1: %+v", sum, errs, minutes)
+	}
+}
+
+// TestOpenFailsWithoutTheStore checks that a server does not start without
+// its keys.
+func TestOpenFailsWithoutTheStore(t *testing.T) {
+	store := &flaky{Store: keystore.NewMemory()}
+	store.down.Store(true)
+	if _, err := keystore.Open(context.Background(), store, keystore.Options{}); !errors.Is(err, errDown) {
+		t.Errorf("Open of a store that is down: %v, want its error", err)
+	}
+}
