@@ -111,13 +111,12 @@ func (l *RateLimiter) bucketOf(id string, limit Limit, now time.Time) *bucket {
 		every = rate.Inf
 	}
 	b, ok := l.buckets[id]
-	if !ok {
+	if !ok || b.limiter.Limit() != every || b.limiter.Burst() != limit.Burst {
+		// A key's limit that changed while it is in use starts afresh,
+		// with its whole burst, as the operator who set it expects: a
+		// bucket carried over from no limit at all would hold nothing.
 		b = &bucket{limiter: rate.NewLimiter(every, limit.Burst)}
 		l.buckets[id] = b
-	} else if b.limiter.Limit() != every || b.limiter.Burst() != limit.Burst {
-		// A key's limit was changed while it is in use.
-		b.limiter.SetLimitAt(now, every)
-		b.limiter.SetBurstAt(now, limit.Burst)
 	}
 	b.used = now
 	return b

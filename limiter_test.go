@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -126,6 +127,18 @@ func TestKeysOwnLimits(t *testing.T) {
 	keys.AddWithLimit("silver", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1}) // lowered while in use
 	if n := allowed("silver"); n != 1 {
 		t.Errorf("with 3 of 5 left and the burst lowered to 1, the key made %d more calls, want 1", n)
+	}
+	// A key limited only by an unlimited default, then given a limit of
+	// its own: the new limit starts with its burst.
+	open := blockrpc.NewKeySet("bronze")
+	srv = serve(t, blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(open),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: math.Inf(1)})))
+	if n := allowed("bronze"); n != 10 {
+		t.Errorf("a key without a limit made %d calls of 10", n)
+	}
+	open.AddWithLimit("bronze", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 2})
+	if n := allowed("bronze"); n != 2 {
+		t.Errorf("a key limited after it was used without a limit made %d calls, want its burst, 2", n)
 	}
 }
 
