@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
+	"github.com/blockrpc/blockrpc/keystore"
 )
 
 // readyTimeout bounds the readiness probe's call of the backend: a probe
@@ -17,11 +18,15 @@ import (
 // time out themselves after a few seconds.
 const readyTimeout = 1500 * time.Millisecond
 
-// newAdminServer returns the server of the admin listener: metrics and
-// health checks, kept off the JSON-RPC listener so that neither clients nor
-// their keys ever reach them, and so that they can be firewalled apart.
-func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockrpc.Service) *http.Server {
+// newAdminServer returns the server of the admin listener: metrics, health
+// checks and, with a key store, the dashboard of keys, kept off the
+// JSON-RPC listener so that neither clients nor their keys ever reach them,
+// and so that they can be firewalled apart.
+func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockrpc.Service, dash *dashboard) *http.Server {
 	mux := http.NewServeMux()
+	if dash != nil {
+		dash.register(mux)
+	}
 	mux.Handle("GET /metrics", metrics.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		// The process is up and serving HTTP: all liveness means. A
@@ -30,7 +35,21 @@ func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockr
 		plain(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(r.Context(), svc); err != nil {
+		err := ready(r.Context(), svc)
+		var keysErr error
+		if dash != nil {
+			keysErr = dash.keys.Health()
+		}
+		switch {
+		case err == nil && errors.Is(keysErr, keystore.ErrStale):
+			err = keysErr
+		case err == nil && keysErr != nil:
+			// Known keys are still served: ready, but the operator
+			// should see why the keys may be behind.
+			plain(w, http.StatusOK, "ok, but "+keysErr.Error())
+			return
+		}
+		if err != nil {
 			log.Warn("not ready", "err", err)
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return

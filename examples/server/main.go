@@ -35,7 +35,23 @@
 //	-cache BYTES      the size of the answer cache (default 128 MiB; 0 turns
 //	                  it off)
 //	-admin HOST:PORT  serve /metrics (Prometheus), /healthz and /readyz on a
-//	                  second, plain-HTTP listener (default: none)
+//	                  second, plain-HTTP listener (default: none; with
+//	                  -keystore, 127.0.0.1:8546), and with -keystore the
+//	                  dashboard of API keys
+//	-keystore S       keep API keys as data, made, limited and revoked on
+//	                  the dashboard while the server runs: memory, file:PATH
+//	                  (one server), or a postgres:// URL (any number of
+//	                  servers); instead of -keys
+//	-admin-token T    the token that signs in to the dashboard (default:
+//	                  BLOCKRPC_ADMIN_TOKEN; without either, a loopback -admin
+//	                  gets one generated and printed, and any other is
+//	                  refused)
+//	-key-refresh D    how often the key store is read again: how long a key
+//	                  made, limited or revoked elsewhere takes to apply here
+//	                  (default 5s)
+//	-key-stale D      how long the keys last read are served while the key
+//	                  store cannot be read, before requests get 503
+//	                  (default 5m)
 //	-tls-cert FILE    serve HTTPS (and HTTP/2) on -addr with this certificate
 //	-tls-key FILE     and this key; both or neither
 //	-upstream URLS    serve a live chain through these JSON-RPC endpoints
@@ -111,7 +127,20 @@
 // provider's URL often holds its API key.
 //
 // The rate limit is this process's: behind a load balancer, each server
-// process counts on its own.
+// process counts on its own. With -keystore, a key's own limit, set on the
+// dashboard, replaces -rate and -burst for that key; keys without one get
+// -rate, or no limit without it.
+//
+// The dashboard, at / of the admin listener, signs in with the admin token
+// and shows every key with its usage (requests, error answers, answer
+// bytes, last use, and requests by minute over the last day); it makes
+// keys (each shown once, never again: the store keeps its SHA-256), renames
+// them, changes their limits and revokes them. Scripts use its JSON API
+// with the token as a bearer token: POST and GET /api/keys, and GET, PATCH
+// and DELETE /api/keys/{id}. Every change is logged with the key's id, what
+// changed and who changed it (the token, or a session's id), never a key.
+// Usage is counted in memory and written to the store every 10 seconds,
+// and when a server stops.
 //
 // The access log logs a request as the handler saw it, and names no API
 // key: a route shape ("rpc", or "other" for a path not ending in
@@ -183,13 +212,18 @@ type options struct {
 	poll            time.Duration // 0: the upstream package's default
 	store           storeSpec     // -store: memory, or a persistent store
 	readOnly        bool          // -read-only: serve a PostgreSQL store another server writes
+	keystore        keystoreSpec  // -keystore: keys kept as data, managed on the dashboard
+	adminToken      string        // the dashboard's; "" for one generated on a loopback listener
+	keyRefresh      time.Duration // how often the key store is read again
+	keyStale        time.Duration // how long known keys are served while it cannot be
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
 		o                      options
 		keys, level, upstreams string
-		store                  string
+		store, keyStore        string
+		adminTokenValue        string
 		sample                 int
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
@@ -216,6 +250,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.poll, "poll", 0, "how often -upstream or -follow asks the endpoints for their head (default 2s), or -read-only the store for its head row (default 500ms)")
 	fs.StringVar(&store, "store", "memory", "the `STORE` that keeps the chain: memory (this process), pebble:DIR (a Pebble store on local disk), or a postgres:// URL (a PostgreSQL store, one writer and any number of -read-only servers)")
 	fs.BoolVar(&o.readOnly, "read-only", false, "with a postgres:// -store: serve the store that another server writes, reading only")
+	fs.StringVar(&keyStore, "keystore", "", "keep API keys in `STORE`, managed on the dashboard of -admin: memory, file:PATH, or a postgres:// URL (default: none, -keys)")
+	fs.DurationVar(&o.keyRefresh, "key-refresh", defaultKeyRefresh, "how often the servers read the -keystore again: how long a revocation or a new limit takes to apply everywhere")
+	fs.DurationVar(&o.keyStale, "key-stale", defaultKeyStale, "how long the keys last read are served while the -keystore cannot be read; past it, requests get 503")
+	fs.StringVar(&adminTokenValue, "admin-token", "", "the `TOKEN` that signs in to the dashboard (default: $BLOCKRPC_ADMIN_TOKEN, else one generated for a loopback -admin)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -242,7 +280,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if err := o.checkSource(set); err != nil {
 		return o, err
 	}
+	if err := o.checkKeystore(set, keyStore, adminTokenValue); err != nil {
+		return o, err
+	}
 	switch {
+	case o.keystore.kind != "":
+		// The keys are the store's.
 	case keysFromFlag:
 		o.keys, err = parseKeys("-keys", keys)
 	default:
@@ -278,6 +321,38 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("-tls-cert and -tls-key go together: give both to serve HTTPS, or neither")
 	}
 	return o, nil
+}
+
+// checkKeystore checks -keystore and -admin-token, and gives -admin its
+// default when there is a key store to manage.
+func (o *options) checkKeystore(set map[string]bool, keyStore, token string) error {
+	var err error
+	if o.keystore, err = parseKeystore(keyStore); err != nil {
+		return err
+	}
+	if o.keyRefresh <= 0 {
+		return fmt.Errorf("-key-refresh %v: must be positive", o.keyRefresh)
+	}
+	if o.keyStale <= o.keyRefresh {
+		return fmt.Errorf("-key-stale %v: must be longer than -key-refresh %v, or every refresh would be late", o.keyStale, o.keyRefresh)
+	}
+	if o.keystore.kind == "" {
+		if set["admin-token"] {
+			return errors.New("-admin-token needs -keystore: the token signs in to the dashboard of keys")
+		}
+		return nil
+	}
+	switch {
+	case set["keys"]:
+		return errors.New("-keys and -keystore: give one; with -keystore, keys are made on the dashboard")
+	case os.Getenv("BLOCKRPC_KEYS") != "":
+		return errors.New("BLOCKRPC_KEYS and -keystore: give one; with -keystore, keys are made on the dashboard")
+	}
+	if o.admin == "" {
+		o.admin = defaultAdminAddr
+	}
+	o.adminToken, err = adminToken(token, set["admin-token"], o.admin)
+	return err
 }
 
 // checkLimits checks -rate and -burst, and gives -burst its default.
@@ -385,9 +460,22 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	// Once the listeners are shut down: what they serve stops last.
 	defer src.close()
+	var validator blockrpc.KeyValidator
+	var dash *dashboard
 	keys, generated := o.keys, false
-	if keys == nil {
-		keys, generated = []string{newKey()}, true
+	if o.keystore.kind != "" {
+		closeKeys, err := openKeys(ctx, log, o, &dash)
+		if err != nil {
+			return err
+		}
+		// After the listeners: the last usage counted is flushed.
+		defer closeKeys()
+		validator = dash.keys
+	} else {
+		if keys == nil {
+			keys, generated = []string{newKey()}, true
+		}
+		validator = blockrpc.NewKeySet(keys...)
 	}
 	served := src.backend
 	if wrap != nil {
@@ -405,15 +493,23 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		}
 		observer = fanOut(accessObserver, metrics.Observer())
 	}
+	if dash != nil {
+		observer = fanOut(observer, dash.keys.Observer())
+	}
 	opts := []blockrpc.Option{
-		blockrpc.WithKeys(blockrpc.NewKeySet(keys...)),
+		blockrpc.WithKeys(validator),
 		blockrpc.WithLogger(log),
 		blockrpc.WithGzip(),
 		blockrpc.WithObserver(observer),
 		blockrpc.WithAnswerCache(o.cache),
 	}
-	if o.rate > 0 {
+	switch {
+	case o.rate > 0:
 		opts = append(opts, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: o.rate, Burst: o.burst}))
+	case dash != nil:
+		// Keys of the store may have limits of their own; the others
+		// are not limited.
+		opts = append(opts, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: math.Inf(1)}))
 	}
 	handler := blockrpc.NewHandler(svc, opts...)
 
@@ -438,7 +534,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 			ln.Close()
 			return fmt.Errorf("-admin: %w", err)
 		}
-		servers = append(servers, newAdminServer(log, metrics, svc))
+		servers = append(servers, newAdminServer(log, metrics, svc, dash))
 	}
 
 	scheme := "http"
@@ -452,6 +548,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	if adminLn != nil {
 		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", adminLn.Addr())
+	}
+	if dash != nil {
+		printDashboard(stdout, adminLn.Addr().String(), dash.generatedToken)
 	}
 	printUsage(ctx, stdout, src, url, shown, generated)
 	attrs := append([]any{"addr", ln.Addr().String()}, src.attrs(o)...)

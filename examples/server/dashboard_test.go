@@ -1,0 +1,331 @@
+package main
+
+// The dashboard's API: every route, its errors, sessions, and the keys it
+// makes serving, limited and revoked.
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testAdminToken = "admin-token-for-the-tests-5b1e"
+
+// api calls the admin API and returns the status and the body.
+type api struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+	header map[string]string
+	// bodies are every answer seen, to check that none holds a key
+	// after the one that made it.
+	bodies []string
+}
+
+func newAPI(t *testing.T, base string) *api {
+	jar, _ := cookiejar.New(nil)
+	return &api{t: t, base: base, client: &http.Client{Jar: jar, Timeout: 10 * time.Second},
+		header: map[string]string{"Authorization": "Bearer " + testAdminToken}}
+}
+
+func (a *api) do(method, path, body string) (int, string) {
+	a.t.Helper()
+	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range a.header {
+		req.Header.Set(k, v)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusNoContent && ct != "application/json" {
+		a.t.Errorf("%s %s: Content-Type %q, want JSON", method, path, ct)
+	}
+	a.bodies = append(a.bodies, string(b))
+	return resp.StatusCode, string(b)
+}
+
+// want calls the API and fails unless the status is the one wanted; an
+// error's message must say something.
+func (a *api) want(status int, method, path, body string) string {
+	a.t.Helper()
+	got, out := a.do(method, path, body)
+	if got != status {
+		a.t.Fatalf("%s %s %s: %d %s, want %d", method, path, body, got, out, status)
+	}
+	if status >= 400 {
+		var e struct{ Error string }
+		if json.Unmarshal([]byte(out), &e) != nil || len(e.Error) < 10 {
+			a.t.Errorf("%s %s: error body %q, want {\"error\": a clear message}", method, path, out)
+		}
+	}
+	return out
+}
+
+type apiKey struct {
+	ID       string     `json:"id"`
+	Key      string     `json:"key"`
+	Label    string     `json:"label"`
+	Rate     float64    `json:"rate"`
+	Burst    int        `json:"burst"`
+	Revoked  *time.Time `json:"revoked"`
+	Requests int64      `json:"requests"`
+	Errors   int64      `json:"errors"`
+	Bytes    int64      `json:"bytes"`
+	LastUsed *time.Time `json:"last_used"`
+	Minutes  []struct {
+		Start    time.Time `json:"start"`
+		Requests int64     `json:"requests"`
+		Errors   int64     `json:"errors"`
+	} `json:"minutes"`
+}
+
+func decodeKey(t *testing.T, body string) apiKey {
+	t.Helper()
+	var k apiKey
+	if err := json.Unmarshal([]byte(body), &k); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return k
+}
+
+func startDashboard(t *testing.T, args ...string) (*server, *api) {
+	t.Helper()
+	srv := start(t, append([]string{"-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-admin-token", testAdminToken}, args...)...)
+	return srv, newAPI(t, srv.adminURL(t))
+}
+
+func rpcStatus(t *testing.T, srv *server, key string) int {
+	t.Helper()
+	resp, _ := call(t, http.DefaultClient, srv.rpcURL(t)+key, `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`)
+	return resp.StatusCode
+}
+
+// TestDashboardAPI walks a key through its life by the API, with every
+// error the API gives on the way.
+func TestDashboardAPI(t *testing.T) {
+	srv, a := startDashboard(t, "-keystore", "memory", "-key-refresh", "100ms")
+
+	// Authorization.
+	anonymous := newAPI(t, a.base)
+	anonymous.header = nil
+	anonymous.want(http.StatusUnauthorized, "GET", "/api/keys", "")
+	wrong := newAPI(t, a.base)
+	wrong.header["Authorization"] = "Bearer " + testAdminToken + "x"
+	wrong.want(http.StatusUnauthorized, "GET", "/api/keys", "")
+	wrong.header["Authorization"] = "Basic " + testAdminToken
+	wrong.want(http.StatusUnauthorized, "POST", "/api/keys", `{}`)
+
+	// Bad requests.
+	a.want(http.StatusBadRequest, "POST", "/api/keys", `{"label":`)
+	a.want(http.StatusBadRequest, "POST", "/api/keys", `{"label":"x","colour":"red"}`)
+	a.want(http.StatusBadRequest, "POST", "/api/keys", `{"label":"x","burst":1.5}`)
+	a.want(http.StatusBadRequest, "POST", "/api/keys", `{"label":"x"} {"label":"y"}`)
+	a.want(http.StatusBadRequest, "POST", "/api/keys", `[]`)
+	a.want(http.StatusRequestEntityTooLarge, "POST", "/api/keys", `{"label":"`+strings.Repeat("x", 20<<10)+`"}`)
+	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"x","rate":-1}`)
+	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"x","rate":2000000}`)
+	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"x","burst":5}`)
+	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"`+strings.Repeat("x", 201)+`"}`)
+	a.want(http.StatusNotFound, "GET", "/api/nothing", "")
+	a.header["Content-Type"] = "text/plain"
+	a.want(http.StatusUnsupportedMediaType, "POST", "/api/keys", `{"label":"x"}`)
+	delete(a.header, "Content-Type")
+	if out := a.want(http.StatusOK, "GET", "/api/keys", ""); out != "{\"keys\":[]}\n" {
+		t.Errorf("refused creations made keys: %s", out)
+	}
+
+	// A key, limited to a burst of 2.
+	created := decodeKey(t, a.want(http.StatusCreated, "POST", "/api/keys", `{"label":"ci runner","rate":0.001,"burst":2}`))
+	secret := created.Key
+	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(secret) || created.ID == "" || created.Label != "ci runner" || created.Burst != 2 {
+		t.Fatalf("created: %+v", created)
+	}
+	statuses := []int{rpcStatus(t, srv, secret), rpcStatus(t, srv, secret), rpcStatus(t, srv, secret)}
+	if statuses[0] != 200 || statuses[1] != 200 || statuses[2] != http.StatusTooManyRequests {
+		t.Errorf("three calls of a key with a burst of 2: %v, want 200 200 429", statuses)
+	}
+
+	// Usage, current for this process when read.
+	var list struct{ Keys []apiKey }
+	json.Unmarshal([]byte(a.want(http.StatusOK, "GET", "/api/keys", "")), &list)
+	if len(list.Keys) != 1 || list.Keys[0].Requests != 3 || list.Keys[0].Errors != 1 || list.Keys[0].Bytes == 0 || list.Keys[0].LastUsed == nil {
+		t.Errorf("the list after 3 calls, one refused: %+v", list.Keys)
+	}
+	shown := decodeKey(t, a.want(http.StatusOK, "GET", "/api/keys/"+created.ID, ""))
+	if len(shown.Minutes) == 0 || shown.Minutes[len(shown.Minutes)-1].Requests == 0 {
+		t.Errorf("the key's minutes: %+v", shown.Minutes)
+	}
+	a.want(http.StatusNotFound, "GET", "/api/keys/0000000000000000", "")
+
+	// Changes.
+	renamed := decodeKey(t, a.want(http.StatusOK, "PATCH", "/api/keys/"+created.ID, `{"label":"ci"}`))
+	if renamed.Label != "ci" || renamed.Burst != 2 {
+		t.Errorf("renamed: %+v", renamed)
+	}
+	a.want(http.StatusUnprocessableEntity, "PATCH", "/api/keys/"+created.ID, `{}`)
+	a.want(http.StatusUnprocessableEntity, "PATCH", "/api/keys/"+created.ID, `{"rate":-3}`)
+	a.want(http.StatusNotFound, "PATCH", "/api/keys/0000000000000000", `{"label":"x"}`)
+	unlimited := decodeKey(t, a.want(http.StatusOK, "PATCH", "/api/keys/"+created.ID, `{"rate":0}`))
+	if unlimited.Rate != 0 || unlimited.Burst != 0 {
+		t.Errorf("back to the default: %+v", unlimited)
+	}
+	for i := range 5 {
+		if got := rpcStatus(t, srv, secret); got != http.StatusOK {
+			t.Fatalf("call %d with the limit lifted: %d", i, got)
+		}
+	}
+
+	// Revocation, applied at once in the process that made it.
+	revoked := decodeKey(t, a.want(http.StatusOK, "DELETE", "/api/keys/"+created.ID, ""))
+	if revoked.Revoked == nil {
+		t.Fatalf("revoked: %+v", revoked)
+	}
+	if got := rpcStatus(t, srv, secret); got != http.StatusUnauthorized {
+		t.Errorf("a revoked key: %d, want 401", got)
+	}
+	again := decodeKey(t, a.want(http.StatusOK, "DELETE", "/api/keys/"+created.ID, ""))
+	if !again.Revoked.Equal(*revoked.Revoked) {
+		t.Errorf("revoked twice: at %v, then %v", revoked.Revoked, again.Revoked)
+	}
+	a.want(http.StatusConflict, "PATCH", "/api/keys/"+created.ID, `{"label":"back"}`)
+	a.want(http.StatusNotFound, "DELETE", "/api/keys/0000000000000000", "")
+
+	// The key was shown once, and never again, nor logged.
+	for i, body := range a.bodies {
+		if strings.Contains(body, secret) && !strings.Contains(body, `"label":"ci runner"`) {
+			t.Errorf("answer %d holds the key: %s", i, body)
+		}
+	}
+	srv.stop(t)
+	logged := srv.stderr()
+	if strings.Contains(logged, secret) || strings.Contains(logged, testAdminToken) {
+		t.Error("the log holds a key or the admin token")
+	}
+	for _, line := range []string{"msg=\"admin: create\" key_id=" + created.ID, "msg=\"admin: update\" key_id=" + created.ID, "msg=\"admin: revoke\" key_id=" + created.ID} {
+		if !strings.Contains(logged, line) {
+			t.Errorf("no audit line %q in the log:\n%s", line, logged)
+		}
+	}
+}
+
+// TestDashboardSession signs in as the page does, and checks the cookie's
+// attributes and that a change needs the CSRF token.
+func TestDashboardSession(t *testing.T) {
+	_, tokenAPI := startDashboard(t, "-keystore", "memory")
+	a := newAPI(t, tokenAPI.base)
+	a.header = map[string]string{}
+	a.want(http.StatusUnauthorized, "GET", "/api/session", "")
+	a.want(http.StatusUnauthorized, "POST", "/api/session", `{"token":"wrong"}`)
+
+	req, _ := http.NewRequest("POST", a.base+"/api/session", strings.NewReader(`{"token":"`+testAdminToken+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct{ CSRF string }
+	json.NewDecoder(resp.Body).Decode(&s)
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusOK || len(cookies) != 1 || s.CSRF == "" {
+		t.Fatalf("sign-in: %d, cookies %v, csrf %q", resp.StatusCode, cookies, s.CSRF)
+	}
+	if c := cookies[0]; !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || strings.Contains(c.Value, testAdminToken) {
+		t.Errorf("the session cookie: %+v; want HttpOnly, SameSite=Strict, not the token", c)
+	}
+
+	a.want(http.StatusOK, "GET", "/api/keys", "")
+	a.want(http.StatusForbidden, "POST", "/api/keys", `{"label":"no csrf"}`)
+	a.header[csrfHeader] = "wrong"
+	a.want(http.StatusForbidden, "POST", "/api/keys", `{"label":"wrong csrf"}`)
+	a.header[csrfHeader] = s.CSRF
+	a.want(http.StatusCreated, "POST", "/api/keys", `{"label":"by the page"}`)
+	if got, _ := a.do("DELETE", "/api/session", ""); got != http.StatusNoContent {
+		t.Errorf("sign-out: %d", got)
+	}
+	a.want(http.StatusUnauthorized, "GET", "/api/keys", "")
+
+	// The page itself is served with a policy that forbids what it
+	// does not need.
+	resp, err = http.Get(a.base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(string(page), "app.js") {
+		t.Errorf("the page: %d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+	}
+}
+
+// TestDashboardFlags checks the rules of the admin token and -keystore.
+func TestDashboardFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-keystore", "memory", "-admin", "0.0.0.0:0"},
+		{"-keystore", "memory", "-admin", ":0"},
+		{"-keystore", "memory", "-admin-token", "short"},
+		{"-admin-token", testAdminToken},
+		{"-keystore", "memory", "-keys", "k1"},
+		{"-keystore", "mysql://x"},
+		{"-keystore", "file:"},
+		{"-keystore", "memory", "-key-refresh", "0s"},
+	} {
+		if err := run(t.Context(), append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard); err == nil {
+			t.Errorf("run %q succeeded, want an error", args)
+		}
+	}
+
+	// Without a token, a loopback listener gets one for the run, printed
+	// on the terminal and not in the log.
+	srv := start(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keystore", "memory")
+	m := regexp.MustCompile(`Admin token \(generated for this run\): ([0-9a-f]{32})`).FindStringSubmatch(srv.stdout())
+	if m == nil {
+		t.Fatalf("no generated token printed:\n%s", srv.stdout())
+	}
+	a := newAPI(t, srv.adminURL(t))
+	a.header["Authorization"] = "Bearer " + m[1]
+	a.want(http.StatusOK, "GET", "/api/keys", "")
+	srv.stop(t)
+	if strings.Contains(srv.stderr(), m[1]) {
+		t.Error("the generated admin token is in the log")
+	}
+}
+
+// TestKeystoreFile checks that keys made on the dashboard of a server with
+// a file store serve after a restart, and revoked ones stay revoked.
+func TestKeystoreFile(t *testing.T) {
+	path := t.TempDir() + "/keys.json"
+	srv, a := startDashboard(t, "-keystore", "file:"+path)
+	kept := decodeKey(t, a.want(http.StatusCreated, "POST", "/api/keys", `{"label":"kept"}`))
+	gone := decodeKey(t, a.want(http.StatusCreated, "POST", "/api/keys", `{"label":"gone"}`))
+	a.want(http.StatusOK, "DELETE", "/api/keys/"+gone.ID, "")
+	rpcStatus(t, srv, kept.Key)
+	srv.stop(t)
+
+	srv, a = startDashboard(t, "-keystore", "file:"+path)
+	if got := rpcStatus(t, srv, kept.Key); got != http.StatusOK {
+		t.Errorf("a kept key after a restart: %d", got)
+	}
+	if got := rpcStatus(t, srv, gone.Key); got != http.StatusUnauthorized {
+		t.Errorf("a revoked key after a restart: %d", got)
+	}
+	shown := decodeKey(t, a.want(http.StatusOK, "GET", "/api/keys/"+kept.ID, ""))
+	if shown.Requests != 2 {
+		t.Errorf("usage across the restart: %d requests, want 2 (one before, one after)", shown.Requests)
+	}
+	srv.stop(t)
+}
