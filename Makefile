@@ -2,6 +2,7 @@
 
 GO      ?= go
 INTEROP := examples/interop
+BROWSER := examples/browser
 
 # The library, examples/server and adapters/prometheus are one workspace
 # (go.work), whatever GOWORK the caller has set: a GOWORK=off left in the
@@ -20,10 +21,10 @@ INTEROP_GO := cd $(INTEROP) && GOWORK=off $(GO)
 GETH_VERSION = $(shell $(INTEROP_GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
-.PHONY: test check test-root interop geth js bench bench-geth fuzz demo postgres
+.PHONY: test check test-root interop browser chromium geth js bench bench-geth fuzz demo postgres
 
 ## test: format and vet checks, then every test of every module with -race
-test: check test-root interop
+test: check test-root interop browser
 
 ## check: gofmt and go vet, in the workspace's modules and the interop module
 check:
@@ -31,6 +32,7 @@ check:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(WORKSPACE)
 	$(INTEROP_GO) vet ./...
+	cd $(BROWSER) && GOWORK=off $(GO) vet ./...
 
 ## test-root: every test of the workspace's modules (the library,
 ## examples/server, adapters/prometheus), with -race
@@ -40,6 +42,20 @@ test-root: postgres
 ## interop: the tests against go-ethereum and the JavaScript clients, alone
 interop: geth js
 	cd $(INTEROP) && BLOCKRPC_GETH=$(GETH) GOWORK=off $(GO) test -race -count=1 -timeout 30m ./...
+
+## browser: the dashboard driven in headless Chromium (a module of its own,
+## out of the workspace like the interop module, so that the browser driver
+## enters no other build); it fails rather than skips without Chromium
+browser: chromium
+	cd $(BROWSER) && GOWORK=off BLOCKRPC_BROWSER_REQUIRED=1 $(GO) test -race -count=1 -timeout 10m ./...
+
+## chromium: Debian's Chromium for the browser test, installed when missing
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$BLOCKRPC_CHROMIUM" ]; then \
+	  echo "installing Chromium (apt-get install chromium) for the dashboard's browser test"; \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y chromium; \
+	fi
 
 ## geth: build the pinned go-ethereum
 geth:
