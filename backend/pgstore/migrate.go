@@ -5,92 +5,47 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"strconv"
 	"strings"
 
+	"github.com/blockrpc/blockrpc/backend/pgstore/internal/migrate"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The migrations: migrations/NNNN_name.sql, applied in order, each in one
-// transaction with the version it brings the schema to. A released file is
-// never changed; a change of the schema is a new file.
+// The chain tables' migrations, recorded in their own version row.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
+var migrations = migrate.Set{
+	Files: migrationFiles,
+	Table: versionTable,
+	Owner: "pgstore",
+	Newer: errNewerTables,
 }
 
-// migrations returns the embedded migrations in order; their versions are
-// 1, 2, ... without gaps.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		prefix, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(prefix)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("pgstore: migration %s is not named NNNN_name.sql", e.Name())
-		}
-		sql, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(sql)})
-	}
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("pgstore: migration %s out of sequence, want version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
+// errNewerTables is the error of tables a newer pgstore migrated: this one
+// could misread them, or undo what the newer one relies on.
+var errNewerTables = errors.New("pgstore: the tables were made by a newer pgstore")
 
 // SchemaVersion is the version of the tables this package reads and
 // writes: that of its last migration.
-func SchemaVersion() int {
-	ms, err := migrations()
-	if err != nil {
-		panic(err)
-	}
-	return len(ms)
-}
+func SchemaVersion() int { return migrations.Version() }
 
 // versionTable holds the schema's version in its one row.
 const versionTable = "blockrpc_pgstore_version"
 
-// migrate creates the schema and the tables, or brings them to this
-// package's version. Concurrent writers opening at once are serialised by
-// the version row's lock; the race to create the version table itself is
-// retried.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	ms, err := migrations()
-	if err != nil {
-		return err
-	}
+// migrateTables creates the schema and the tables, or brings them to this
+// package's version, and seeds them.
+func migrateTables(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if schema != "" {
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil && !isUniqueViolation(err) {
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil && !migrate.IsCatalogRace(err) {
 			return fmt.Errorf("pgstore: creating schema %s: %w", schema, err)
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		err := migrateOnce(ctx, pool, ms)
-		if err == nil {
-			break
-		}
-		if attempt == 3 || !isUniqueViolation(err) {
-			return err
-		}
+	if err := migrations.Apply(ctx, pool); err != nil {
+		return err
 	}
 	return seed(ctx, pool)
 }
@@ -106,38 +61,6 @@ func seed(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	return nil
-}
-
-func migrateOnce(ctx context.Context, pool *pgxpool.Pool, ms []migration) error {
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+versionTable+` (
-		id      INT PRIMARY KEY CHECK (id = 1),
-		version INT NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("pgstore: creating the version table: %w", err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO `+versionTable+` (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
-	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		var version int
-		if err := tx.QueryRow(ctx, `SELECT version FROM `+versionTable+` WHERE id = 1 FOR UPDATE`).Scan(&version); err != nil {
-			return fmt.Errorf("pgstore: reading the schema version: %w", err)
-		}
-		if version > len(ms) {
-			return fmt.Errorf("pgstore: the tables are at version %d, written by a newer pgstore; this one knows versions up to %d", version, len(ms))
-		}
-		for _, m := range ms[version:] {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("pgstore: migration %s: %w", m.name, err)
-			}
-		}
-		if version < len(ms) {
-			if _, err := tx.Exec(ctx, `UPDATE `+versionTable+` SET version = $1 WHERE id = 1`, len(ms)); err != nil {
-				return fmt.Errorf("pgstore: %w", err)
-			}
-		}
-		return nil
-	})
 }
 
 // checkVersion is a Reader's check of the tables: they must be there, at
@@ -157,13 +80,6 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("pgstore: the tables are at version %d and this reader reads version %d: open a writer of this version to migrate them, or run a reader of theirs", version, SchemaVersion())
 	}
 	return nil
-}
-
-// isUniqueViolation reports a unique_violation, what two sessions creating
-// the same table at once may get from PostgreSQL's catalogs.
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P07")
 }
 
 // tuneStorage sets how PostgreSQL keeps block bodies, which are mostly

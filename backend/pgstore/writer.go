@@ -48,7 +48,7 @@ func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool, o.Schema); err != nil {
+	if err := migrateTables(ctx, pool, o.Schema); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgkeys: connecting: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrateTables(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}
