@@ -110,7 +110,14 @@ func startDashboard(t *testing.T, args ...string) (*server, *api) {
 
 func rpcStatus(t *testing.T, srv *server, key string) int {
 	t.Helper()
-	resp, _ := call(t, http.DefaultClient, srv.rpcURL(t)+key, `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`)
+	return rpcStatusAt(t, srv.rpcURL(t), key)
+}
+
+// rpcStatusAt calls eth_blockNumber at endpoint, a URL ending in /v3/, with
+// key, and returns the status.
+func rpcStatusAt(t *testing.T, endpoint, key string) int {
+	t.Helper()
+	resp, _ := call(t, http.DefaultClient, endpoint+key, `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`)
 	return resp.StatusCode
 }
 

@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,15 +32,19 @@ func keySchema(t *testing.T, base string) string {
 	return base + "&search_path=" + schema
 }
 
-// waitStatus calls with key until the status is want, and returns how long
-// that took.
-func waitStatus(t *testing.T, srv *server, key string, want int, limit time.Duration) time.Duration {
+// waitStatus calls endpoint (a URL ending in /v3/) with key until the
+// status is want, and returns how long that took and how many calls were
+// accepted on the way, the last included.
+func waitStatus(t *testing.T, endpoint, key string, want int, limit time.Duration) (took time.Duration, accepted int64) {
 	t.Helper()
 	start := time.Now()
 	for {
-		got := rpcStatus(t, srv, key)
+		got := rpcStatusAt(t, endpoint, key)
+		if got == http.StatusOK {
+			accepted++
+		}
 		if got == want {
-			return time.Since(start)
+			return time.Since(start), accepted
 		}
 		if time.Since(start) > limit {
 			t.Fatalf("still %d after %v, want %d", got, limit, want)
@@ -48,19 +54,22 @@ func waitStatus(t *testing.T, srv *server, key string, want int, limit time.Dura
 }
 
 // TestKeystorePostgresTwoServers checks that a key made on one server's
-// dashboard serves on a second server on the same key store, and that its
-// revocation reaches the second within the refresh interval; usage of both
-// adds up.
+// dashboard serves on a second server process on the same key store, and
+// that its revocation reaches the second within the refresh interval;
+// usage of both adds up.
 func TestKeystorePostgresTwoServers(t *testing.T) {
 	_, base := pgtest.Shared(t)
 	url := keySchema(t, base)
 	const refresh = 300 * time.Millisecond
 	a, adminA := startDashboard(t, "-keystore", url, "-key-refresh", refresh.String())
-	b, _ := startDashboard(t, "-keystore", url, "-key-refresh", refresh.String())
+	b := startBinary(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-admin-token", testAdminToken,
+		"-keystore", url, "-key-refresh", refresh.String())
+	b.waitServing(t)
+	endpointB := regexp.MustCompile(`JSON-RPC endpoint: (\S+/v3/)`).FindStringSubmatch(b.stdout.String())[1]
 
 	k := decodeKey(t, adminA.want(http.StatusCreated, "POST", "/api/keys", `{"label":"shared"}`))
-	took := waitStatus(t, b, k.Key, http.StatusOK, 5*refresh)
-	t.Logf("a new key served by the second server after %v", took.Round(time.Millisecond))
+	took, acceptedB := waitStatus(t, endpointB, k.Key, http.StatusOK, 5*refresh)
+	t.Logf("a new key served by the second process after %v", took.Round(time.Millisecond))
 	if got := rpcStatus(t, a, k.Key); got != http.StatusOK {
 		t.Fatalf("the key on its own server: %d", got)
 	}
@@ -69,21 +78,27 @@ func TestKeystorePostgresTwoServers(t *testing.T) {
 	if got := rpcStatus(t, a, k.Key); got != http.StatusUnauthorized {
 		t.Errorf("the revoked key on the server that revoked it: %d, want 401 at once", got)
 	}
-	took = waitStatus(t, b, k.Key, http.StatusUnauthorized, 5*time.Second)
-	// The interval, and the time a refresh and a request take.
-	if took > refresh+200*time.Millisecond {
-		t.Errorf("the revocation reached the second server after %v, refreshing every %v", took, refresh)
+	took, more := waitStatus(t, endpointB, k.Key, http.StatusUnauthorized, 5*time.Second)
+	acceptedB += more
+	// The interval, and the time a refresh and a request take on a busy
+	// machine.
+	if took > refresh+700*time.Millisecond {
+		t.Errorf("the revocation reached the second process after %v, refreshing every %v", took, refresh)
 	}
-	t.Logf("the revocation reached the second server after %v, refreshing every %v", took.Round(time.Millisecond), refresh)
+	t.Logf("the revocation reached the second process after %v, refreshing every %v", took.Round(time.Millisecond), refresh)
 
 	// Both servers' usage, in one total once both have flushed.
 	a.stop(t)
-	b.stop(t)
+	b.cmd.Process.Signal(os.Interrupt)
+	if code, _ := b.wait(t, 15*time.Second); code != 0 {
+		t.Errorf("the second process exited with %d:\n%s", code, b.stderr.String())
+	}
 	c, adminC := startDashboard(t, "-keystore", url)
 	defer c.stop(t)
 	shown := decodeKey(t, adminC.want(http.StatusOK, "GET", "/api/keys/"+k.ID, ""))
-	if shown.Requests < 2 || shown.Revoked == nil {
-		t.Errorf("the key in the store: %d requests, revoked %v; want both servers' requests and the revocation", shown.Requests, shown.Revoked)
+	if want := 1 + acceptedB; shown.Requests != want || shown.Revoked == nil {
+		t.Errorf("the key in the store: %d requests, revoked %v; want %d (1 by the first process, %d by the second) and the revocation",
+			shown.Requests, shown.Revoked, want, acceptedB)
 	}
 }
 
@@ -136,7 +151,7 @@ func TestKeystorePostgresOutage(t *testing.T) {
 	}
 	admin.want(http.StatusServiceUnavailable, "POST", "/api/keys", `{"label":"while down"}`)
 
-	waitStatus(t, srv, k.Key, http.StatusServiceUnavailable, 2*stale)
+	waitStatus(t, srv.rpcURL(t), k.Key, http.StatusServiceUnavailable, 2*stale)
 	if held := time.Since(down); held < stale/2 {
 		t.Errorf("known keys served for %v of the outage, want about %v", held, stale)
 	}
