@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -289,6 +291,16 @@ func (b *browser) waitText(what, sel string, limit time.Duration, refresh string
 	}
 }
 
+// recorder keeps the text of every answer to the page's fetch calls.
+const recorder = `
+window.blockrpcAnswers = [];
+const pageFetch = window.fetch;
+window.fetch = async (...args) => {
+	const resp = await pageFetch(...args);
+	window.blockrpcAnswers.push(await resp.clone().text());
+	return resp;
+};`
+
 // TestDashboardInBrowser signs in, makes a key, uses it, watches its usage,
 // limits it and revokes it, all on the page, and checks at each step what
 // a client of the key gets and that no page or answer holds the key once
@@ -296,6 +308,13 @@ func (b *browser) waitText(what, sel string, limit time.Duration, refresh string
 func TestDashboardInBrowser(t *testing.T) {
 	srv := startServer(t)
 	b := newBrowser(t)
+
+	// Every answer the page's own requests get is kept, to look for the
+	// key in. The recorder is added by the test, past the page's
+	// Content-Security-Policy, as a browser extension would be.
+	if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: recorder}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Signing in: a wrong token first.
 	b.run("opening the dashboard", chromedp.Navigate(srv.admin+"/"), chromedp.WaitVisible(chromedp.CSS("#signin")))
@@ -324,6 +343,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the page shows the new key as %q", key)
 	}
 	b.screenshot("key-created")
+	// The answer that made the key is the first recorded that holds it.
+	answers := get(b, "reading the answers", chromedp.Evaluate[[]string](`window.blockrpcAnswers`))
+	shownAt := slices.IndexFunc(answers, func(a string) bool { return strings.Contains(a, key) })
+	if shownAt < 0 {
+		t.Fatalf("none of the page's %d answers holds the key it shows", len(answers))
+	}
 
 	status, body := srv.call(t, key, latestBlock)
 	if status != http.StatusOK || !strings.Contains(body, `"result":{`) {
@@ -389,7 +414,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	noKey("after the revocation")
 
-	// Nothing the API answers holds the key either.
+	// No answer the page got after the one that made the key holds it,
+	// nor any the API gives a script.
+	answers = get(b, "reading the answers", chromedp.Evaluate[[]string](`window.blockrpcAnswers`))
+	for i, a := range answers[shownAt+1:] {
+		if strings.Contains(a, key) {
+			t.Errorf("the page's answer %d, after the key was made, holds it: %.200s", shownAt+1+i, a)
+		}
+	}
+	t.Logf("%d answers the page got after the key was made hold no key", len(answers)-shownAt-1)
 	for _, path := range []string{"/api/keys", "/api/keys/" + id} {
 		if out := srv.api(t, path); strings.Contains(out, key) {
 			t.Errorf("GET %s holds the key", path)
