@@ -112,6 +112,10 @@ type sharedResult struct {
 	at   int
 }
 
+// singleAnswerEnd is what follows the result of a single answer written
+// whole, and what follows each cached result in memory.
+const singleAnswerEnd = "}\n"
+
 // sharedResultKey marks a call whose answer may refer to a cached result.
 type sharedResultKey struct{}
 
@@ -129,7 +133,10 @@ func (s *cacheShard) put(key cacheKey, b *backend.Block, answer []byte) {
 	if cost > s.limit {
 		return
 	}
-	e := &cacheEntry{key: key, json: append([]byte(nil), answer...)}
+	// The single answer's end follows the copy in memory, past its length:
+	// see answerWriter.sharedParts.
+	kept := append(append(make([]byte, 0, len(answer)+len(singleAnswerEnd)), answer...), singleAnswerEnd...)
+	e := &cacheEntry{key: key, json: kept[:len(answer)]}
 	if b.TotalDifficulty != nil {
 		e.td, e.hasTD = *b.TotalDifficulty, true
 	}

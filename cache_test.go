@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -196,4 +197,36 @@ func gunzipIf(t *testing.T, data []byte, zipped bool) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// writeCounter is a ResponseWriter that counts the writes of the body.
+type writeCounter struct {
+	*httptest.ResponseRecorder
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.ResponseRecorder.Write(p)
+}
+
+// TestAnswerCacheHitTwoWrites checks that a cached answer reaches net/http
+// as two writes, the last ending the answer: a write of the answer's last
+// bytes alone costs the server another system call and TCP segment.
+func TestAnswerCacheHitTwoWrites(t *testing.T) {
+	store, _ := largestMainnetBlock(t)
+	h := newHandler(store)
+	body := rpcRequest("eth_getBlockByNumber", `["0x112A880",false]`)
+	var answers [2]string
+	for round := range answers {
+		w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
+		h.ServeHTTP(w, handlerRequest(context.Background(), body))
+		answers[round] = w.Body.String()
+		if round == 1 && w.writes != 2 {
+			t.Errorf("a cached answer of %d bytes took %d writes, want 2", w.Body.Len(), w.writes)
+		}
+	}
+	if answers[0] != answers[1] || !strings.HasSuffix(answers[1], "}}\n") {
+		t.Errorf("the cached answer differs from the rendered one, or ends wrongly: ...%q", answers[1][len(answers[1])-20:])
+	}
 }

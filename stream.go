@@ -237,16 +237,19 @@ func (a *answerWriter) parts(out []byte) [][]byte {
 	return [][]byte{out[:a.shared.at], a.shared.json, out[a.shared.at:]}
 }
 
-// sharedParts splits an answer around a cached result into writes that
-// leave nothing small for the server to send after the handler returns:
-// the result's last bytes go out with the end of the answer, copied into
-// out's spare room.
+// sharedParts splits an answer around a cached result into writes. The
+// cache keeps each result followed in memory by the end of a single answer,
+// so that such an answer goes out as two writes, its start and then the
+// cached bytes through to its end: net/http sends a body whose last write
+// is large in as few system calls as a body written whole, where a write
+// of the end alone would cost one more, with its own TCP segment (a third
+// of the time of a cached hashes-only answer went to it).
 func (a *answerWriter) sharedParts(out []byte) [][]byte {
 	json, at := a.shared.json, a.shared.at
-	tail := len(json) - min(len(json), 4096)
-	end := append(out[len(out):len(out)], json[tail:]...)
-	end = append(end, out[at:]...)
-	return [][]byte{out[:at], json[:tail], end}
+	if end := out[at:]; cap(json)-len(json) >= len(end) && string(json[len(json):len(json)+len(end)]) == string(end) {
+		return [][]byte{out[:at], json[:len(json)+len(end)]}
+	}
+	return [][]byte{out[:at], json, out[at:]}
 }
 
 func (a *answerWriter) send(status int, body []byte) {
