@@ -1,6 +1,9 @@
 package memstore
 
-import "runtime"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // An arena holds the encodings of a store's transactions, which live as
 // long as the store: outside the Go heap where the system allows
@@ -60,7 +63,16 @@ func (a *arena) copy(b []byte) []byte {
 
 func (s *slabs) unmap() {
 	for _, slab := range s.mapped {
-		unmapSlab(slab)
+		err := unmapSlab(slab)
+		if tell := unmapped.Load(); tell != nil {
+			(*tell)(slab, err)
+		}
 	}
 	s.mapped = nil
 }
+
+// unmapped, when set (by a test), is told of each slab unmapped: the
+// address space's own record cannot tell, since the next mapping may reuse
+// the range at once. Cleanups run on a goroutine of their own: hence the
+// atomic.
+var unmapped atomic.Pointer[func(slab []byte, err error)]

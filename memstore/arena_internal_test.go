@@ -59,32 +59,44 @@ func TestArenaGoesWithTheStore(t *testing.T) {
 	// The kernel may merge the slab with the mappings beside it: it is
 	// mapped while a range holds its address.
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(s.arena.slabs.mapped[0])))
-	mapped := func() bool {
-		maps, err := os.ReadFile("/proc/self/maps")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for line := range strings.Lines(string(maps)) {
-			var lo, hi uintptr
-			if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil && lo <= addr && addr < hi {
-				return true
-			}
-		}
-		return false
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !mapped() {
+	found := false
+	for line := range strings.Lines(string(maps)) {
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err == nil && lo <= addr && addr < hi {
+			found = true
+		}
+	}
+	if !found {
 		t.Fatalf("the slab at %#x is not in /proc/self/maps", addr)
 	}
+
+	// Whether the range is mapped afterwards says nothing: any mapping
+	// made since may have taken it. The unmapping itself is watched.
+	done := make(chan error, 1)
+	tell := func(slab []byte, err error) {
+		if uintptr(unsafe.Pointer(unsafe.SliceData(slab))) == addr {
+			done <- err
+		}
+	}
+	unmapped.Store(&tell)
+	defer unmapped.Store(nil)
 	s = nil
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.After(10 * time.Second)
 	for {
 		runtime.GC()
-		if !mapped() {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("unmapping the slab of an unreachable store: %v", err)
+			}
 			return
+		case <-deadline:
+			t.Fatal("the slabs of an unreachable store are not unmapped after 10s")
+		case <-time.After(10 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the slabs of an unreachable store are still mapped after 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
