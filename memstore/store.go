@@ -386,7 +386,7 @@ func blockError(b *backend.Block, err error) error {
 // uncles against their parents, then works out the values this gives to
 // stored descendants that had none. It checks everything before anything
 // is changed: a given value that disagrees is an error.
-func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) (map[child]*uint256.Int, error) {
+func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) ([]backend.Descendant, error) {
 	parentTD := s.tdOf(b.ParentHash)
 	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
 		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
@@ -400,9 +400,9 @@ func (s *Store) totalDifficulties(b *backend.Block, uncles []*backend.Uncle) (ma
 		}
 	}
 	if b.TotalDifficulty == nil {
-		return make(map[child]*uint256.Int), nil
+		return nil, nil
 	}
-	return s.descendantTDs(b.Hash, b.TotalDifficulty)
+	return backend.DescendantTotalDifficulties(b.Hash, b.TotalDifficulty, s.storedChildren)
 }
 
 // readd checks what a block added again gives against the stored block. A
@@ -419,48 +419,30 @@ func (s *Store) readd(e *entry, given *uint256.Int) error {
 		}
 		return nil
 	}
-	updates, err := s.descendantTDs(e.block.Hash, given)
+	updates, err := backend.DescendantTotalDifficulties(e.block.Hash, given, s.storedChildren)
 	if err != nil {
 		return err
 	}
-	updates[child{hash: e.block.Hash, uncle: -1}] = given
+	updates = append(updates, backend.Descendant{Hash: e.block.Hash, Uncle: -1, TD: given})
 	s.applyTotalDifficulties(updates)
 	return nil
 }
 
-// descendantTDs works out the total difficulty that a block's total, td,
-// gives to its stored descendants (blocks and uncles) that have none, and
-// checks it against those that have one.
-func (s *Store) descendantTDs(hash backend.Hash, td *uint256.Int) (map[child]*uint256.Int, error) {
-	updates := make(map[child]*uint256.Int)
-	type pending struct {
-		parent backend.Hash
-		td     *uint256.Int
-	}
-	queue := []pending{{hash, td}}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range s.children[p.parent] {
-			e := s.blocks[c.hash]
-			header, have := &e.block.Header, e.block.TotalDifficulty
-			if c.uncle >= 0 {
-				header, have = &e.uncles[c.uncle].Header, e.uncles[c.uncle].TotalDifficulty
-			}
-			td := new(uint256.Int).Add(p.td, &header.Difficulty)
-			if have != nil {
-				if !have.Eq(td) {
-					return nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", c.hash, have.Hex(), td.Hex())
-				}
-				continue
-			}
-			updates[c] = td
-			if c.uncle < 0 {
-				queue = append(queue, pending{c.hash, td})
-			}
+// storedChildren is the store's side of
+// backend.DescendantTotalDifficulties: the children map, with each child's
+// difficulty and total read from its entry. It cannot fail.
+func (s *Store) storedChildren(parent backend.Hash) ([]backend.Descendant, error) {
+	cs := s.children[parent]
+	out := make([]backend.Descendant, len(cs))
+	for i, c := range cs {
+		e := s.blocks[c.hash]
+		header, td := &e.block.Header, e.block.TotalDifficulty
+		if c.uncle >= 0 {
+			header, td = &e.uncles[c.uncle].Header, e.uncles[c.uncle].TotalDifficulty
 		}
+		out[i] = backend.Descendant{Hash: c.hash, Uncle: c.uncle, Difficulty: header.Difficulty, TD: td}
 	}
-	return updates, nil
+	return out, nil
 }
 
 // tdOf returns the total difficulty of a stored block, or nil.
@@ -474,19 +456,19 @@ func (s *Store) tdOf(hash backend.Hash) *uint256.Int {
 // applyTotalDifficulties stores the values totalDifficulties worked out.
 // Blocks and uncles already handed to readers are never changed: each gets
 // a new copy with its total difficulty set.
-func (s *Store) applyTotalDifficulties(updates map[child]*uint256.Int) {
-	for c, td := range updates {
-		e := s.blocks[c.hash]
-		if c.uncle >= 0 {
-			u := *e.uncles[c.uncle]
-			u.TotalDifficulty = td
+func (s *Store) applyTotalDifficulties(updates []backend.Descendant) {
+	for _, d := range updates {
+		e := s.blocks[d.Hash]
+		if d.Uncle >= 0 {
+			u := *e.uncles[d.Uncle]
+			u.TotalDifficulty = d.TD
 			uncles := append([]*backend.Uncle(nil), e.uncles...)
-			uncles[c.uncle] = &u
+			uncles[d.Uncle] = &u
 			e.uncles = uncles
 			continue
 		}
 		b := *e.block
-		b.TotalDifficulty = td
+		b.TotalDifficulty = d.TD
 		e.block = &b
 	}
 }

@@ -261,9 +261,9 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle) error {
 			w.set(childKey(u.ParentHash, b.Hash, uint32(i)), nil)
 		}
 	}
-	var updates map[child]*uint256.Int
+	var updates []backend.Descendant
 	if b.TotalDifficulty != nil {
-		if updates, err = w.descendantTDs(b.Hash, b.TotalDifficulty); err != nil {
+		if updates, err = backend.DescendantTotalDifficulties(b.Hash, b.TotalDifficulty, w.storedChildren); err != nil {
 			return err
 		}
 	}
@@ -290,11 +290,11 @@ func (w *write) readd(b *backend.Block) error {
 		}
 		return nil
 	}
-	updates, err := w.descendantTDs(b.Hash, given)
+	updates, err := backend.DescendantTotalDifficulties(b.Hash, given, w.storedChildren)
 	if err != nil {
 		return err
 	}
-	updates[child{hash: b.Hash, uncle: childBlock}] = given
+	updates = append(updates, backend.Descendant{Hash: b.Hash, Uncle: -1, TD: given})
 	return w.applyTDs(updates)
 }
 
@@ -304,52 +304,34 @@ type child struct {
 	uncle uint32
 }
 
-// descendantTDs works out the total difficulty that a block's total, td,
-// gives to its stored descendants (blocks and uncles) that have none, and
-// checks it against those that have one.
-func (w *write) descendantTDs(hash backend.Hash, td *uint256.Int) (map[child]*uint256.Int, error) {
-	updates := make(map[child]*uint256.Int)
-	type pending struct {
-		parent backend.Hash
-		td     *uint256.Int
+// storedChildren is the store's side of
+// backend.DescendantTotalDifficulties: the child entries of parent, with
+// each child's difficulty and total read from its record.
+func (w *write) storedChildren(parent backend.Hash) ([]backend.Descendant, error) {
+	children, err := w.children(parent)
+	if err != nil {
+		return nil, err
 	}
-	queue := []pending{{hash, td}}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		children, err := w.children(p.parent)
+	out := make([]backend.Descendant, len(children))
+	for i, c := range children {
+		r, _, err := w.stored(c.hash)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range children {
-			r, _, err := w.stored(c.hash)
-			if err != nil {
-				return nil, err
-			}
-			if r == nil {
-				return nil, fmt.Errorf("the child %s of %s: %w", c.hash, p.parent, errCorrupt)
-			}
-			header, have := &r.block.Header, r.block.TotalDifficulty
-			if c.uncle != childBlock {
-				if int(c.uncle) >= len(r.uncles) {
-					return nil, errCorrupt
-				}
-				header, have = &r.uncles[c.uncle].Header, r.uncles[c.uncle].TotalDifficulty
-			}
-			td := new(uint256.Int).Add(p.td, &header.Difficulty)
-			if have != nil {
-				if !have.Eq(td) {
-					return nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", c.hash, have.Hex(), td.Hex())
-				}
-				continue
-			}
-			updates[c] = td
-			if c.uncle == childBlock {
-				queue = append(queue, pending{c.hash, td})
-			}
+		if r == nil {
+			return nil, fmt.Errorf("the child %s of %s: %w", c.hash, parent, errCorrupt)
 		}
+		d := backend.Descendant{Hash: c.hash, Uncle: -1, Difficulty: r.block.Difficulty, TD: r.block.TotalDifficulty}
+		if c.uncle != childBlock {
+			if uint64(c.uncle) >= uint64(len(r.uncles)) {
+				return nil, errCorrupt
+			}
+			u := r.uncles[c.uncle]
+			d.Uncle, d.Difficulty, d.TD = int(c.uncle), u.Difficulty, u.TotalDifficulty
+		}
+		out[i] = d
 	}
-	return updates, nil
+	return out, nil
 }
 
 // children lists the child entries of parent.
@@ -377,14 +359,15 @@ func (w *write) children(parent backend.Hash) ([]child, error) {
 	return out, nil
 }
 
-// applyTDs writes the total difficulties descendantTDs worked out, beside
-// the records, which stay as they were written.
-func (w *write) applyTDs(updates map[child]*uint256.Int) error {
-	byBlock := make(map[backend.Hash][]child)
-	for c := range updates {
-		byBlock[c.hash] = append(byBlock[c.hash], c)
+// applyTDs writes the total difficulties
+// backend.DescendantTotalDifficulties worked out, beside the records,
+// which stay as they were written.
+func (w *write) applyTDs(updates []backend.Descendant) error {
+	byBlock := make(map[backend.Hash][]backend.Descendant)
+	for _, d := range updates {
+		byBlock[d.Hash] = append(byBlock[d.Hash], d)
 	}
-	for hash, cs := range byBlock {
+	for hash, ds := range byBlock {
 		r, number, err := w.stored(hash)
 		if err != nil {
 			return err
@@ -393,11 +376,11 @@ func (w *write) applyTDs(updates map[child]*uint256.Int) error {
 			return fmt.Errorf("block %s: %w", hash, errCorrupt)
 		}
 		t := r.td()
-		for _, c := range cs {
-			if c.uncle == childBlock {
-				t.block = updates[c]
+		for _, d := range ds {
+			if d.Uncle < 0 {
+				t.block = d.TD
 			} else {
-				t.uncles[c.uncle] = updates[c]
+				t.uncles[d.Uncle] = d.TD
 			}
 		}
 		w.set(tdKey(number, hash), encodeTD(t))

@@ -467,7 +467,7 @@ func addInTx(ctx context.Context, t *txn, st *headState, it *item) error {
 			return blockError(b, err)
 		}
 	}
-	var updates []tdUpdate
+	var updates []backend.Descendant
 	var settled [][]byte
 	if td != nil {
 		if updates, settled, err = descendantTDs(ctx, t, b.Hash, td); err != nil {
@@ -495,20 +495,13 @@ func addInTx(ctx context.Context, t *txn, st *headState, it *item) error {
 	return nil
 }
 
-// tdUpdate is a total difficulty that became known: of a block (index -1)
-// or of one of its uncles.
-type tdUpdate struct {
-	hash  []byte
-	index int32
-	td    *uint256.Int
-}
-
-func queueTDUpdates(t *txn, updates []tdUpdate, settled [][]byte) {
-	for _, u := range updates {
-		if u.index < 0 {
-			t.queue(`UPDATE blocks SET td = $2 WHERE hash = $1`, u.hash, encodeTD(u.td))
+func queueTDUpdates(t *txn, updates []backend.Descendant, settled [][]byte) {
+	for i := range updates {
+		u := &updates[i]
+		if u.Uncle < 0 {
+			t.queue(`UPDATE blocks SET td = $2 WHERE hash = $1`, u.Hash[:], encodeTD(u.TD))
 		} else {
-			t.queue(`UPDATE uncles SET td = $3 WHERE block_hash = $1 AND idx = $2`, u.hash, u.index, encodeTD(u.td))
+			t.queue(`UPDATE uncles SET td = $3 WHERE block_hash = $1 AND idx = $2`, u.Hash[:], int32(u.Uncle), encodeTD(u.TD))
 		}
 	}
 	if len(settled) > 0 {
@@ -533,35 +526,27 @@ func readd(ctx context.Context, t *txn, hash backend.Hash, s *stored, given *uin
 	if err != nil {
 		return err
 	}
-	updates = append(updates, tdUpdate{hash: hash[:], index: -1, td: given})
+	updates = append(updates, backend.Descendant{Hash: hash, Uncle: -1, TD: given})
 	queueTDUpdates(t, updates, settled)
 	return nil
 }
 
-// descendantTDs works out the total difficulty that a block's total, td,
-// gives to its stored descendants (blocks and uncles) that were stored
-// while it was unknown, and checks it against those that have one. It
-// returns the updates and the blocks whose waiting descendants are now
-// settled.
-func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.Int) ([]tdUpdate, [][]byte, error) {
-	type parent struct {
-		hash []byte
-		td   *uint256.Int
-	}
-	var updates []tdUpdate
+// descendantTDs is the store's side of
+// backend.DescendantTotalDifficulties: the children it walks are those in
+// td_waiting, stored while their parent's total was unknown. It also
+// returns the blocks whose waiting descendants are now settled, as their
+// rows can go.
+func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.Int) ([]backend.Descendant, [][]byte, error) {
 	var settled [][]byte
-	queue := []parent{{hash[:], td}}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		settled = append(settled, p.hash)
+	children := func(parent backend.Hash) ([]backend.Descendant, error) {
+		settled = append(settled, parent[:])
 		rows, err := t.Query(ctx, `SELECT w.hash, w.idx, COALESCE(b.td, u.td), COALESCE(b.body, u.header)
 			FROM td_waiting w
 			LEFT JOIN blocks b ON w.idx = -1 AND b.hash = w.hash
 			LEFT JOIN uncles u ON w.idx >= 0 AND u.block_hash = w.hash AND u.idx = w.idx
-			WHERE w.parent_hash = $1`, p.hash)
+			WHERE w.parent_hash = $1`, parent[:])
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		type waiting struct {
 			hash, td, enc []byte
@@ -572,45 +557,41 @@ func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.I
 			var w waiting
 			if err := rows.Scan(&w.hash, &w.index, &w.td, &w.enc); err != nil {
 				rows.Close()
-				return nil, nil, err
+				return nil, err
 			}
 			ws = append(ws, w)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		for _, w := range ws {
+		out := make([]backend.Descendant, len(ws))
+		for i, w := range ws {
 			var header *backend.Header
 			if w.index < 0 {
 				b, _, err := record.DecodeHeader(w.enc)
 				if err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 				header = &b.Header
 			} else {
 				u, err := decodeUncle(w.enc)
 				if err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 				header = &u.Header
 			}
-			want := new(uint256.Int).Add(p.td, &header.Difficulty)
 			have, err := decodeTD(w.td)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			if have != nil {
-				if !have.Eq(want) {
-					return nil, nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", backend.Hash(w.hash), have.Hex(), want.Hex())
-				}
-				continue
-			}
-			updates = append(updates, tdUpdate{hash: w.hash, index: w.index, td: want})
-			if w.index < 0 {
-				queue = append(queue, parent{w.hash, want})
-			}
+			out[i] = backend.Descendant{Hash: backend.Hash(w.hash), Uncle: int(w.index), Difficulty: header.Difficulty, TD: have}
 		}
+		return out, nil
+	}
+	updates, err := backend.DescendantTotalDifficulties(hash, td, children)
+	if err != nil {
+		return nil, nil, err
 	}
 	return updates, settled, nil
 }
