@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/handlerbench"
 	"github.com/blockrpc/blockrpc/memstore"
 )
 
@@ -48,20 +47,16 @@ func BenchmarkHandler(b *testing.B) {
 			{"hashes", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x112A880",false]}`},
 		} {
 			b.Run(bc.name+"/"+cache, func(b *testing.B) {
-				body := &replayBody{data: []byte(bc.body)}
-				req := httptest.NewRequest(http.MethodPost, "/v3/"+testKey, body)
-				req.Header.Set("Content-Type", "application/json")
-				w := &discardWriter{header: make(http.Header)}
-				h.ServeHTTP(w, req)
-				if w.status != http.StatusOK || w.n < 1000 {
-					b.Fatalf("status %d, %d bytes", w.status, w.n)
+				c, body := handlerbench.New("/v3/"+testKey), []byte(bc.body)
+				status, n := c.Call(h, body)
+				if status != http.StatusOK || n < 1000 {
+					b.Fatalf("status %d, %d bytes", status, n)
 				}
-				b.SetBytes(int64(w.n))
+				b.SetBytes(int64(n))
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					body.off = 0
-					h.ServeHTTP(w, req)
+					c.Call(h, body)
 				}
 			})
 		}
@@ -98,38 +93,4 @@ func BenchmarkEncode(b *testing.B) {
 			}
 		})
 	}
-}
-
-// replayBody is a request body that can be read again after resetting off.
-type replayBody struct {
-	data []byte
-	off  int
-}
-
-func (r *replayBody) Read(p []byte) (int, error) {
-	if r.off >= len(r.data) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.data[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *replayBody) Close() error { return nil }
-
-// discardWriter is a ResponseWriter that counts what it is given.
-type discardWriter struct {
-	header http.Header
-	status int
-	n      int
-}
-
-func (w *discardWriter) Header() http.Header { return w.header }
-func (w *discardWriter) WriteHeader(status int) {
-	w.status = status
-	w.n = 0
-}
-func (w *discardWriter) Write(p []byte) (int, error) {
-	w.n += len(p)
-	return len(p), nil
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/handlerbench"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 )
@@ -279,63 +278,24 @@ func readRate(numbers []backend.BlockNumber, newReader func() func(backend.Block
 
 // answerer asks a handler for blocks, reusing its request and writer.
 type answerer struct {
-	body *replayBody
-	req  *http.Request
-	w    *discardWriter
+	c    *handlerbench.Caller
+	body []byte
 }
 
 func newAnswerer(key string) *answerer {
-	body := &replayBody{}
-	req := httptest.NewRequest(http.MethodPost, "/v3/"+key, body)
-	req.Header.Set("Content-Type", "application/json")
-	return &answerer{body: body, req: req, w: &discardWriter{header: make(http.Header)}}
+	return &answerer{c: handlerbench.New("/v3/" + key)}
 }
 
 // answer asks for block n with its transactions, and reports whether the
 // answer came.
 func (a *answerer) answer(t *testing.T, h http.Handler, n backend.BlockNumber) bool {
-	a.body.data = fmt.Appendf(a.body.data[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(n))
-	a.body.off = 0
-	h.ServeHTTP(a.w, a.req)
-	if a.w.status != http.StatusOK || a.w.n < 1000 {
-		t.Errorf("block %d: status %d, %d bytes", n, a.w.status, a.w.n)
+	a.body = fmt.Appendf(a.body[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(n))
+	status, size := a.c.Call(h, a.body)
+	if status != http.StatusOK || size < 1000 {
+		t.Errorf("block %d: status %d, %d bytes", n, status, size)
 		return false
 	}
 	return true
-}
-
-// replayBody is a request body that can be read again after resetting off.
-type replayBody struct {
-	data []byte
-	off  int
-}
-
-func (r *replayBody) Read(p []byte) (int, error) {
-	if r.off >= len(r.data) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.data[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *replayBody) Close() error { return nil }
-
-// discardWriter is a ResponseWriter that counts what it is given.
-type discardWriter struct {
-	header http.Header
-	status int
-	n      int
-}
-
-func (w *discardWriter) Header() http.Header { return w.header }
-func (w *discardWriter) WriteHeader(status int) {
-	w.status = status
-	w.n = 0
-}
-func (w *discardWriter) Write(p []byte) (int, error) {
-	w.n += len(p)
-	return len(p), nil
 }
 
 // tablesSize is the size of the database's tables (.sst files).
