@@ -492,8 +492,10 @@ func apiError(w http.ResponseWriter, status int, message string) {
 	writeJSON(w, status, map[string]string{"error": message})
 }
 
+// randomHex returns n random bytes in hex: a generated API key or admin
+// token (16 bytes, as providers' keys), or a session's secrets.
 func randomHex(n int) string {
 	b := make([]byte, n)
-	rand.Read(b)
+	rand.Read(b) // never fails: crypto/rand panics rather than return less
 	return hex.EncodeToString(b)
 }

@@ -156,9 +156,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -473,7 +471,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		validator = dash.keys
 	} else {
 		if keys == nil {
-			keys, generated = []string{newKey()}, true
+			keys, generated = []string{randomHex(16)}, true
 		}
 		validator = blockrpc.NewKeySet(keys...)
 	}
@@ -748,12 +746,6 @@ func orDefault(v, def int64) int64 {
 		return v
 	}
 	return max(def, 0)
-}
-
-func newKey() string {
-	b := make([]byte, 16)
-	rand.Read(b) // never fails on supported platforms
-	return hex.EncodeToString(b)
 }
 
 // printUsage prints the endpoint and curl lines that query the latest block
