@@ -190,9 +190,9 @@ func (k *Keys) Health() error {
 		since.UTC().Format(time.RFC3339), failing, read.UTC().Format(time.RFC3339), read.Add(k.opts.Stale).UTC().Format(time.RFC3339))
 }
 
-// ID returns the id of a key known valid by its digest in hex, as
+// idOf returns the id of a key known valid by its digest in hex, as
 // blockrpc.RequestInfo.KeyDigest gives it.
-func (k *Keys) ID(digest string) (string, bool) {
+func (k *Keys) idOf(digest string) (string, bool) {
 	d, err := ParseDigest(digest)
 	if err != nil {
 		return "", false

@@ -28,7 +28,7 @@ func (k *Keys) count(r blockrpc.RequestInfo, now time.Time) {
 	if r.KeyDigest == "" {
 		return
 	}
-	id, ok := k.ID(r.KeyDigest)
+	id, ok := k.idOf(r.KeyDigest)
 	if !ok {
 		return // revoked since it was checked
 	}
