@@ -92,6 +92,16 @@ func (d *dashboard) register(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH /api/keys/{id}", d.authorized(true, d.update))
 	mux.HandleFunc("DELETE /api/keys/{id}", d.authorized(true, d.revoke))
 	// Anything else under /api/ is JSON too, not the mux's plain text.
+	for path, allow := range map[string]string{
+		"/api/session":   "GET, POST, DELETE",
+		"/api/keys":      "GET, POST",
+		"/api/keys/{id}": "GET, PATCH, DELETE",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			apiError(w, http.StatusMethodNotAllowed, r.Method+" is not a method of "+r.URL.Path+": "+allow)
+		})
+	}
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})

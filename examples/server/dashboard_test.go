@@ -148,6 +148,8 @@ func TestDashboardAPI(t *testing.T) {
 	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"x","burst":5}`)
 	a.want(http.StatusUnprocessableEntity, "POST", "/api/keys", `{"label":"`+strings.Repeat("x", 201)+`"}`)
 	a.want(http.StatusNotFound, "GET", "/api/nothing", "")
+	a.want(http.StatusMethodNotAllowed, "PUT", "/api/keys", `{"label":"x"}`)
+	a.want(http.StatusMethodNotAllowed, "POST", "/api/keys/0000000000000000", `{"label":"x"}`)
 	a.header["Content-Type"] = "text/plain"
 	a.want(http.StatusUnsupportedMediaType, "POST", "/api/keys", `{"label":"x"}`)
 	delete(a.header, "Content-Type")
