@@ -31,7 +31,6 @@ func ExampleOpen() {
 		blockrpc.WithKeys(keys),
 		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: math.Inf(1)}),
 		blockrpc.WithObserver(keys.Observer())))
-	defer srv.Close()
 
 	call := func() int {
 		resp, err := http.Post(srv.URL+"/v3/"+secret, "application/json",
@@ -48,6 +47,7 @@ func ExampleOpen() {
 	keys.Refresh(ctx) // or wait for Options.Refresh
 	fmt.Println(call())
 
+	srv.Close() // waits for the requests, each counted once answered
 	keys.Flush(ctx)
 	used, _ := store.Key(ctx, key.ID)
 	fmt.Println(used.Used.Requests, "request counted")
