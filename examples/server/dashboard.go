@@ -398,10 +398,7 @@ func (d *dashboard) update(w http.ResponseWriter, r *http.Request, who actor) {
 		apiError(w, http.StatusUnprocessableEntity, `nothing to change: send "label", "rate" or "burst"`)
 		return
 	}
-	if err := c.Check(); err != nil {
-		apiError(w, http.StatusUnprocessableEntity, userMessage(err))
-		return
-	}
+	// The store checks the values first: storeError answers them 422.
 	k, err := d.store.Update(r.Context(), id, c)
 	if err != nil {
 		d.storeError(w, "changing a key", err)
