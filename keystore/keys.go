@@ -12,17 +12,27 @@ import (
 	"github.com/blockrpc/blockrpc"
 )
 
+// The defaults of Options. DefaultStale is long enough to ride out a
+// database's restart or failover, and short enough that a revocation is
+// not ignored for long.
+const (
+	DefaultRefresh = 5 * time.Second
+	DefaultStale   = 5 * time.Minute
+	DefaultFlush   = 10 * time.Second
+)
+
 // Options configures Keys. The zero value is a sensible configuration.
 type Options struct {
 	// Refresh is how often the keys are read again from the store: a
 	// key made, revoked or limited by any process takes effect here
-	// within it. Default 5s.
+	// within it. Default DefaultRefresh.
 	Refresh time.Duration
 	// Stale is how long the keys last read are served while the store
 	// cannot be read; past it, requests are refused with 503 until it
-	// can. Default 5 minutes.
+	// can. Default DefaultStale.
 	Stale time.Duration
-	// Flush is how often usage is written to the store. Default 10s.
+	// Flush is how often usage is written to the store. Default
+	// DefaultFlush.
 	Flush time.Duration
 	// Logger tells of store outages, recoveries and failed flushes. Nil
 	// logs nothing.
@@ -69,13 +79,13 @@ type knownKey struct {
 // server should not start without its keys.
 func Open(ctx context.Context, store Store, opts Options) (*Keys, error) {
 	if opts.Refresh <= 0 {
-		opts.Refresh = 5 * time.Second
+		opts.Refresh = DefaultRefresh
 	}
 	if opts.Stale <= 0 {
-		opts.Stale = 5 * time.Minute
+		opts.Stale = DefaultStale
 	}
 	if opts.Flush <= 0 {
-		opts.Flush = 10 * time.Second
+		opts.Flush = DefaultFlush
 	}
 	k := &Keys{store: store, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
 	k.meter.usage = make(map[string]*Usage)

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgkeys"
 	"github.com/blockrpc/blockrpc/keystore"
@@ -29,15 +28,6 @@ type keystoreSpec struct {
 // defaultAdminAddr is where the admin listener goes when -keystore is given
 // without -admin: the dashboard needs it, and loopback keeps it local.
 const defaultAdminAddr = "127.0.0.1:8546"
-
-// defaultKeyRefresh is how often the keys are read again from the store:
-// how long a revocation or a new limit takes to reach every server.
-const defaultKeyRefresh = 5 * time.Second
-
-// defaultKeyStale is how long a server serves the keys it last read while
-// the key store is down: long enough to ride out a database's restart or
-// failover, short enough that a revocation is not ignored for long.
-const defaultKeyStale = 5 * time.Minute
 
 // minAdminToken is the shortest admin token the server takes: shorter ones
 // can be guessed.

@@ -177,6 +177,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/keystore"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
@@ -249,8 +250,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&store, "store", "memory", "the `STORE` that keeps the chain: memory (this process), pebble:DIR (a Pebble store on local disk), or a postgres:// URL (a PostgreSQL store, one writer and any number of -read-only servers)")
 	fs.BoolVar(&o.readOnly, "read-only", false, "with a postgres:// -store: serve the store that another server writes, reading only")
 	fs.StringVar(&keyStore, "keystore", "", "keep API keys in `STORE`, managed on the dashboard of -admin: memory, file:PATH, or a postgres:// URL (default: none, -keys)")
-	fs.DurationVar(&o.keyRefresh, "key-refresh", defaultKeyRefresh, "how often the servers read the -keystore again: how long a revocation or a new limit takes to apply everywhere")
-	fs.DurationVar(&o.keyStale, "key-stale", defaultKeyStale, "how long the keys last read are served while the -keystore cannot be read; past it, requests get 503")
+	fs.DurationVar(&o.keyRefresh, "key-refresh", keystore.DefaultRefresh, "how often the servers read the -keystore again: how long a revocation or a new limit takes to apply everywhere")
+	fs.DurationVar(&o.keyStale, "key-stale", keystore.DefaultStale, "how long the keys last read are served while the -keystore cannot be read; past it, requests get 503")
 	fs.StringVar(&adminTokenValue, "admin-token", "", "the `TOKEN` that signs in to the dashboard (default: $BLOCKRPC_ADMIN_TOKEN, else one generated for a loopback -admin)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
