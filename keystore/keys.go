@@ -62,7 +62,8 @@ type Keys struct {
 	once sync.Once
 }
 
-// known is the keys as last read: the valid ones, by digest.
+// known is the keys as last read, by digest. Revoked ones stay, so that a
+// request accepted just before its key was revoked is still counted.
 type known struct {
 	keys map[Digest]knownKey
 	read time.Time
@@ -70,6 +71,7 @@ type known struct {
 
 type knownKey struct {
 	id    string
+	valid bool
 	limit blockrpc.Limit
 	own   bool
 }
@@ -152,10 +154,8 @@ func (k *Keys) Refresh(ctx context.Context) error {
 	}
 	next := &known{keys: make(map[Digest]knownKey, len(keys)), read: now}
 	for _, key := range keys {
-		if key.Valid() {
-			limit, own := key.Limit()
-			next.keys[key.Digest] = knownKey{id: key.ID, limit: limit, own: own}
-		}
+		limit, own := key.Limit()
+		next.keys[key.Digest] = knownKey{id: key.ID, valid: key.Valid(), limit: limit, own: own}
 	}
 	k.known.Store(next)
 	return nil
@@ -171,8 +171,7 @@ func (k *Keys) ValidKey(_ context.Context, key string) (bool, error) {
 	if time.Since(kn.read) > k.opts.Stale {
 		return false, ErrStale
 	}
-	_, ok := kn.keys[DigestOf(key)]
-	return ok, nil
+	return kn.keys[DigestOf(key)].valid, nil
 }
 
 // KeyLimit implements blockrpc.KeyLimits.
@@ -200,8 +199,8 @@ func (k *Keys) Health() error {
 		since.UTC().Format(time.RFC3339), failing, read.UTC().Format(time.RFC3339), read.Add(k.opts.Stale).UTC().Format(time.RFC3339))
 }
 
-// idOf returns the id of a key known valid by its digest in hex, as
-// blockrpc.RequestInfo.KeyDigest gives it.
+// idOf returns the id of a key known by its digest in hex, as
+// blockrpc.RequestInfo.KeyDigest gives it, revoked or not.
 func (k *Keys) idOf(digest string) (string, bool) {
 	d, err := ParseDigest(digest)
 	if err != nil {

@@ -30,7 +30,7 @@ func (k *Keys) count(r blockrpc.RequestInfo, now time.Time) {
 	}
 	id, ok := k.idOf(r.KeyDigest)
 	if !ok {
-		return // revoked since it was checked
+		return // not in the store since the key was checked
 	}
 	minute := now.UTC().Truncate(time.Minute)
 	errs := int64(r.Errors)
