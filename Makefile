@@ -35,9 +35,11 @@ check:
 	cd $(BROWSER) && GOWORK=off $(GO) vet ./...
 
 ## test-root: every test of the workspace's modules (the library,
-## examples/server, adapters/prometheus), with -race
+## examples/server, adapters/prometheus), with -race; and the hex encoder
+## again without its assembly, as other architectures build it
 test-root: postgres
 	$(GO) test -race -count=1 $(WORKSPACE)
+	$(GO) test -count=1 -tags purego ./hexutil
 
 ## interop: the tests against go-ethereum and the JavaScript clients, alone
 interop: geth js

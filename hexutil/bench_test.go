@@ -2,6 +2,7 @@ package hexutil
 
 import (
 	"encoding/hex"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"testing"
@@ -9,76 +10,71 @@ import (
 	"github.com/holiman/uint256"
 )
 
-// BenchmarkAppendBytes encodes transaction-input-sized data; beside it, in
-// the same run, a byte a step (what AppendBytes did before) and
+// BenchmarkAppendBytes encodes data of the sizes a block holds (an
+// address, a hash, a bloom, a transaction's input); beside it, in the same
+// run, the pairs table alone (what AppendBytes did before) and
 // encoding/hex.
 func BenchmarkAppendBytes(b *testing.B) {
-	data := make([]byte, 16<<10)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	buf := make([]byte, 0, 2+2*len(data))
-	b.Run("hexutil", func(b *testing.B) {
-		b.SetBytes(int64(2 * len(data)))
-		for b.Loop() {
-			buf = AppendBytes(buf[:0], data)
+	for _, size := range []int{20, 32, 256, 16 << 10} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(rng.Uint32())
 		}
-	})
-	b.Run("byte-a-step", func(b *testing.B) {
-		var pairs [512]byte
-		for i := range 256 {
-			pairs[2*i], pairs[2*i+1] = digits[i>>4], digits[i&0xf]
-		}
-		b.SetBytes(int64(2 * len(data)))
-		for b.Loop() {
-			buf = append(buf[:0], '0', 'x')
-			buf = buf[:2+2*len(data)]
-			out := buf[2:]
-			for i, c := range data {
-				copy(out[2*i:2*i+2], pairs[2*int(c):2*int(c)+2])
+		buf := make([]byte, 0, 2+2*len(data))
+		b.Run(fmt.Sprintf("%d/hexutil", size), func(b *testing.B) {
+			b.SetBytes(int64(2 * len(data)))
+			for b.Loop() {
+				buf = AppendBytes(buf[:0], data)
 			}
-		}
-	})
-	b.Run("encoding-hex", func(b *testing.B) {
-		b.SetBytes(int64(2 * len(data)))
-		for b.Loop() {
-			buf = append(buf[:0], '0', 'x')
-			buf = hex.AppendEncode(buf, data)
-		}
-	})
+		})
+		b.Run(fmt.Sprintf("%d/pairs-table", size), func(b *testing.B) {
+			b.SetBytes(int64(2 * len(data)))
+			for b.Loop() {
+				buf = append(buf[:0], '0', 'x')
+				buf = buf[:2+2*len(data)]
+				encodeTable(buf[2:], data)
+			}
+		})
+		b.Run(fmt.Sprintf("%d/encoding-hex", size), func(b *testing.B) {
+			b.SetBytes(int64(2 * len(data)))
+			for b.Loop() {
+				buf = append(buf[:0], '0', 'x')
+				buf = hex.AppendEncode(buf, data)
+			}
+		})
+	}
 }
 
-// BenchmarkAppendU256 encodes a 128-bit quantity; beside it, in the same
-// run, a digit a step (what AppendU256 did before).
+// BenchmarkAppendU256 encodes a 128-bit quantity (a value) and a 256-bit
+// one (a signature's r); beside it, in the same run, a word at a time from
+// the pairs table (what AppendU256 did before).
 func BenchmarkAppendU256(b *testing.B) {
-	z := uint256.MustFromHex("0x1f2e3d4c5b6a79881f2e3d4c5b6a7988")
-	buf := make([]byte, 0, 66)
-	b.Run("hexutil", func(b *testing.B) {
-		for b.Loop() {
-			buf = AppendU256(buf[:0], z)
-		}
-	})
-	b.Run("digit-a-step", func(b *testing.B) {
-		word := func(dst []byte, v uint64, all bool) []byte {
-			n := 16
-			if !all {
-				n = (bits.Len64(v) + 3) / 4
+	for _, z := range []*uint256.Int{
+		uint256.MustFromHex("0x1f2e3d4c5b6a79881f2e3d4c5b6a7988"),
+		uint256.MustFromHex("0x9c1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c5b6a79"),
+	} {
+		buf := make([]byte, 0, 66)
+		b.Run(fmt.Sprintf("%d/hexutil", z.BitLen()), func(b *testing.B) {
+			for b.Loop() {
+				buf = AppendU256(buf[:0], z)
 			}
-			start := len(dst)
-			dst = dst[:start+n]
-			for i := start + n - 1; i >= start; i-- {
-				dst[i] = digits[v&0xf]
-				v >>= 4
+		})
+		b.Run(fmt.Sprintf("%d/word-a-step", z.BitLen()), func(b *testing.B) {
+			for b.Loop() {
+				top := 3
+				for top > 0 && z[top] == 0 {
+					top--
+				}
+				buf = AppendUint64(buf[:0], z[top])
+				for w := top - 1; w >= 0; w-- {
+					var digits [16]byte
+					encodeWord(&digits, z[w])
+					buf = append(buf, digits[:]...)
+				}
 			}
-			return dst
-		}
-		for b.Loop() {
-			buf = append(buf[:0], '0', 'x')
-			buf = word(buf, z[1], false)
-			buf = word(buf, z[0], true)
-		}
-	})
+		})
+	}
 }
 
 // BenchmarkAppendUint64 encodes the quantities of a transaction object

@@ -247,4 +247,19 @@ func TestAppendQuantities(t *testing.T) {
 			t.Errorf("AppendU256(%s) = %s", hex, got)
 		}
 	}
+	// Every bit width, with mixed digits below the top one and with all
+	// ones: the leading digit is where a byte-wise encoder can go wrong.
+	pattern := uint256.MustFromHex("0x5a3c96e1f00f87d2b4c1e6a9d3f5b7c9e2a4c6e8f1a3b5c7d9e0f2a4b6c8d0e1")
+	one := uint256.NewInt(1)
+	for width := uint(1); width <= 256; width++ {
+		top := new(uint256.Int).Lsh(one, width-1)
+		mixed := new(uint256.Int).Rsh(pattern, 256-width)
+		mixed.Or(mixed, top)
+		ones := new(uint256.Int).Sub(new(uint256.Int).Lsh(top, 1), one) // wraps to all ones at 256
+		for _, z := range []*uint256.Int{top, mixed, ones} {
+			if got := string(AppendU256([]byte("x"), z)); got != "x"+z.Hex() {
+				t.Errorf("AppendU256 of %d bits = %s, want x%s", width, got, z.Hex())
+			}
+		}
+	}
 }
