@@ -126,3 +126,26 @@ func TestSplit(t *testing.T) {
 	})
 	t.Logf("%d blocks", n)
 }
+
+// BenchmarkDecodeNext reads the transactions of a mainnet-shaped block
+// (synthetic: 180 transactions of every type) one at a time into one
+// value, as a lent block is rendered.
+func BenchmarkDecodeNext(b *testing.B) {
+	block := synthChain(2, 180)[1].block
+	enc := record.Transactions(record.AppendTransactions(nil, block.Transactions))
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	var tx backend.Transaction
+	for b.Loop() {
+		r := enc.Reader(block.BaseFeePerGas)
+		for {
+			more, err := r.DecodeNext(&tx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
