@@ -1,86 +1,15 @@
 package pebblestore
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
-	"github.com/blockrpc/blockrpc/internal/synth"
-	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/blockrpc/blockrpc/internal/blocksample"
 	"github.com/klauspost/compress/zstd"
 )
-
-// sample is a block with its uncles as a store serves them.
-type sample struct {
-	block  *backend.Block
-	uncles []*backend.Uncle
-}
-
-// samples returns the blocks of src's canonical chain, and of extra hashes.
-func samples(t testing.TB, src backend.Backend, extra ...backend.Hash) []sample {
-	t.Helper()
-	ctx := context.Background()
-	latest, err := src.BlockByNumber(ctx, backend.Latest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []sample
-	add := func(b *backend.Block) { out = append(out, sampleOf(t, src, b)) }
-	for n := uint64(0); n <= latest.Number; n++ {
-		b, err := src.BlockByNumber(ctx, backend.BlockNumber(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		add(b)
-	}
-	for _, h := range extra {
-		b, err := src.BlockByHash(ctx, h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		add(b)
-	}
-	return out
-}
-
-// sampleOf returns b with its uncles, as src serves them.
-func sampleOf(t testing.TB, src backend.Backend, b *backend.Block) sample {
-	t.Helper()
-	s := sample{block: b}
-	for i := range b.Uncles {
-		u, err := src.UncleByBlockHashAndIndex(context.Background(), b.Hash, uint64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.uncles = append(s.uncles, u)
-	}
-	return s
-}
-
-func demoChain(t testing.TB) []sample {
-	s, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := samples(t, s, demo.SideHash)
-	p, err := s.BlockByNumber(context.Background(), backend.Pending)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(out, sample{block: p})
-}
-
-func synthChain(n, txs int) []sample {
-	g := synth.New(synth.Config{Seed: 9, TxsPerBlock: txs})
-	out := make([]sample, n)
-	for i := range out {
-		out[i] = sample{block: g.Next()}
-	}
-	return out
-}
 
 // TestCorruptTotalDifficulty gives the store's own total difficulty
 // record corrupt bytes.
@@ -92,10 +21,10 @@ func TestCorruptTotalDifficulty(t *testing.T) {
 
 // encodings are the candidate record formats that TestEncodingSizes and
 // BenchmarkEncoding compare.
-func jsonRecord(s sample) []byte {
-	line := append([]byte(`{"block":`), s.block.AppendJSON(nil, true)...)
+func jsonRecord(s blocksample.Sample) []byte {
+	line := append([]byte(`{"block":`), s.Block.AppendJSON(nil, true)...)
 	line = append(line, `,"uncles":[`...)
-	for i, u := range s.uncles {
+	for i, u := range s.Uncles {
 		if i > 0 {
 			line = append(line, ',')
 		}
@@ -108,8 +37,8 @@ func jsonRecord(s sample) []byte {
 // it does not hold but the store must serve: the block hash, each
 // transaction's hash and sender, each uncle's hash and the total
 // difficulty.
-func rlpPlusExtras(s sample) int {
-	return int(s.block.Size) + 32 + (32+20)*len(s.block.Transactions) + 32*len(s.uncles) + 1 + 32
+func rlpPlusExtras(s blocksample.Sample) int {
+	return int(s.Block.Size) + 32 + (32+20)*len(s.Block.Transactions) + 32*len(s.Uncles) + 1 + 32
 }
 
 // TestEncodingSizes logs the size of the candidate records, raw and
@@ -119,13 +48,13 @@ func TestEncodingSizes(t *testing.T) {
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	for _, set := range []struct {
 		name string
-		s    []sample
-	}{{"synth (mainnet-shaped, 150 txs)", synthChain(30, 150)}, {"synth (8 txs)", synthChain(200, 8)}, {"demo", demoChain(t)}} {
+		s    []blocksample.Sample
+	}{{"synth (mainnet-shaped, 150 txs)", blocksample.Synth(30, 150)}, {"synth (8 txs)", blocksample.Synth(200, 8)}, {"demo", blocksample.Demo(t)}} {
 		var rlp, extras, compact, compactZ, js, jsZ int
 		for _, s := range set.s {
-			rlp += int(s.block.Size)
+			rlp += int(s.Block.Size)
 			extras += rlpPlusExtras(s)
-			c := record.Append(nil, s.block, s.uncles)
+			c := record.Append(nil, s.Block, s.Uncles)
 			compact += len(c)
 			compactZ += len(enc.EncodeAll(c, nil))
 			j := jsonRecord(s)
@@ -143,14 +72,14 @@ func TestEncodingSizes(t *testing.T) {
 // BenchmarkEncoding measures encoding and decoding a mainnet-shaped block
 // (150 transactions) as the compact record and as JSON.
 func BenchmarkEncoding(b *testing.B) {
-	s := synthChain(2, 150)[1]
-	rec := record.Append(nil, s.block, nil)
+	s := blocksample.Synth(2, 150)[1]
+	rec := record.Append(nil, s.Block, nil)
 	js := jsonRecord(s)
 	b.Run("compact/encode", func(b *testing.B) {
 		b.SetBytes(int64(len(rec)))
 		buf := make([]byte, 0, len(rec))
 		for b.Loop() {
-			buf = record.Append(buf[:0], s.block, nil)
+			buf = record.Append(buf[:0], s.Block, nil)
 		}
 	})
 	b.Run("compact/decode", func(b *testing.B) {
@@ -179,5 +108,5 @@ func BenchmarkEncoding(b *testing.B) {
 			}
 		}
 	})
-	b.Logf("record sizes: compact %d bytes, JSON %d, RLP %d, RLP+extras %d", len(rec), len(js), s.block.Size, rlpPlusExtras(s))
+	b.Logf("record sizes: compact %d bytes, JSON %d, RLP %d, RLP+extras %d", len(rec), len(js), s.Block.Size, rlpPlusExtras(s))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/internal/blocksample"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -256,12 +257,12 @@ func TestDifferential(t *testing.T) {
 	deeper.AddBlocks(3, nil)
 	branches = append(branches, deeper)
 
-	pool := map[backend.Hash]sample{}
+	pool := map[backend.Hash]blocksample.Sample{}
 	src := main.Store()
 	for _, br := range branches {
 		for n := br.Head().Number; ; n-- {
 			b := br.Block(n)
-			pool[b.Hash] = sampleOf(t, src, b)
+			pool[b.Hash] = blocksample.Of(t, src, b)
 			if n == 0 {
 				break
 			}
@@ -284,7 +285,7 @@ func TestDifferential(t *testing.T) {
 			switch r := rng.IntN(20); {
 			case r < 16:
 				s := pool[hashes[rng.IntN(len(hashes))]]
-				b := s.block.Copy()
+				b := s.Block.Copy()
 				switch rng.IntN(6) {
 				case 0, 1:
 					b.TotalDifficulty = nil
@@ -296,10 +297,10 @@ func TestDifferential(t *testing.T) {
 				canonical := rng.IntN(3) > 0
 				what = "AddBlock " + b.Hash.String()
 				if canonical {
-					werr, gerr = want.AddBlock(b, s.uncles...), got.AddBlock(b, s.uncles...)
+					werr, gerr = want.AddBlock(b, s.Uncles...), got.AddBlock(b, s.Uncles...)
 				} else {
 					what = "AddSideBlock " + b.Hash.String()
-					werr, gerr = want.AddSideBlock(b, s.uncles...), got.AddSideBlock(b, s.uncles...)
+					werr, gerr = want.AddSideBlock(b, s.Uncles...), got.AddSideBlock(b, s.Uncles...)
 				}
 			case r < 18:
 				n := rng.Uint64N(22)

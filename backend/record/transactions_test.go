@@ -7,6 +7,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
+	"github.com/blockrpc/blockrpc/internal/blocksample"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -14,12 +15,12 @@ import (
 // into the same value, and finds each as it went in; the lent block they
 // make is written as the block itself is.
 func TestTransactionsReader(t *testing.T) {
-	var all []sample
+	var all []blocksample.Sample
 	all = append(all, everyForkChain(t)...)
-	all = append(all, demoChain(t)...)
-	all = append(all, synthChain(10, 120)...)
+	all = append(all, blocksample.Demo(t)...)
+	all = append(all, blocksample.Synth(10, 120)...)
 	for _, s := range all {
-		b := s.block
+		b := s.Block
 		if b.Transactions == nil {
 			continue
 		}
@@ -53,7 +54,7 @@ func TestTransactionsReader(t *testing.T) {
 // TestTransactionsCorrupt cuts and alters an encoding: the reader reports
 // ErrCorrupt, and never panics.
 func TestTransactionsCorrupt(t *testing.T) {
-	b := synthChain(2, 40)[1].block
+	b := blocksample.Synth(2, 40)[1].Block
 	if len(b.Transactions) == 0 {
 		t.Fatal("the sample block has no transactions")
 	}
@@ -98,7 +99,7 @@ func lentJSON(rec []byte, fullTx bool) ([]byte, error) {
 // record as Decode's block is written, in both forms, and finds the front
 // whole: only the transactions are left encoded.
 func TestSplit(t *testing.T) {
-	n := eachRecord(t, func(b *backend.Block, _ sample, rec []byte) {
+	n := eachRecord(t, func(b *backend.Block, _ blocksample.Sample, rec []byte) {
 		dec, _, err := record.Decode(rec)
 		if err != nil {
 			t.Fatalf("block %d: %v", b.Number, err)
@@ -131,7 +132,7 @@ func TestSplit(t *testing.T) {
 // (synthetic: 180 transactions of every type) one at a time into one
 // value, as a lent block is rendered.
 func BenchmarkDecodeNext(b *testing.B) {
-	block := synthChain(2, 180)[1].block
+	block := blocksample.Synth(2, 180)[1].Block
 	enc := record.Transactions(record.AppendTransactions(nil, block.Transactions))
 	b.SetBytes(int64(len(enc)))
 	b.ReportAllocs()
