@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/rlptest"
 	"github.com/holiman/uint256"
 	"golang.org/x/crypto/sha3"
 )
@@ -670,183 +670,115 @@ func TestEncodeTransaction(t *testing.T) {
 // ---------------------------------------------------------------------------
 // The execution-apis chain: real blocks of every fork, as RLP.
 
-// rlpItem is a decoded RLP value: a string or a list.
-type rlpItem struct {
-	raw    []byte    // the whole encoding
-	str    []byte    // the string's content
-	list   []rlpItem // the list's items
-	isList bool
-}
-
-// decodeRLP splits the first RLP value off b. It trusts its input (the
-// fixture), checking only what keeps it from panicking.
-func decodeRLP(b []byte) (rlpItem, []byte, error) {
-	if len(b) == 0 {
-		return rlpItem{}, nil, errors.New("unexpected end of input")
-	}
-	prefix := b[0]
-	var header, size int
-	switch {
-	case prefix < 0x80:
-		return rlpItem{raw: b[:1], str: b[:1]}, b[1:], nil
-	case prefix < 0xb8:
-		header, size = 1, int(prefix-0x80)
-	case prefix < 0xc0:
-		n := int(prefix - 0xb7)
-		header, size = 1+n, readSize(b[1:], n)
-	case prefix < 0xf8:
-		header, size = 1, int(prefix-0xc0)
-	default:
-		n := int(prefix - 0xf7)
-		header, size = 1+n, readSize(b[1:], n)
-	}
-	if size < 0 || header+size > len(b) {
-		return rlpItem{}, nil, errors.New("value longer than its input")
-	}
-	item := rlpItem{raw: b[:header+size], isList: prefix >= 0xc0}
-	payload := b[header : header+size]
-	if !item.isList {
-		item.str = payload
-		return item, b[header+size:], nil
-	}
-	for len(payload) > 0 {
-		var sub rlpItem
-		var err error
-		if sub, payload, err = decodeRLP(payload); err != nil {
-			return rlpItem{}, nil, err
-		}
-		item.list = append(item.list, sub)
-	}
-	return item, b[header+size:], nil
-}
-
-func readSize(b []byte, n int) int {
-	if n > len(b) || n > 4 {
-		return -1
-	}
-	size := 0
-	for _, c := range b[:n] {
-		size = size<<8 | int(c)
-	}
-	return size
-}
-
-func (it rlpItem) u64() uint64 {
-	var v uint64
-	for _, c := range it.str {
-		v = v<<8 | uint64(c)
-	}
-	return v
-}
-
-func (it rlpItem) u256() uint256.Int {
+// rlpU256 reads an RLP string as a 256-bit integer.
+func rlpU256(it rlptest.Item) uint256.Int {
 	var z uint256.Int
-	z.SetBytes(it.str)
+	z.SetBytes(it.Bytes)
 	return z
 }
 
-func (it rlpItem) hash() Hash { return Hash(it.str) }
-
-func (it rlpItem) address() *Address {
-	if len(it.str) == 0 {
+// rlpAddress reads an RLP string as an address: nil for the empty string, a
+// contract creation's "to".
+func rlpAddress(it rlptest.Item) *Address {
+	if len(it.Bytes) == 0 {
 		return nil
 	}
-	a := Address(it.str)
+	a := Address(it.Bytes)
 	return &a
 }
 
-func headerFromRLP(it rlpItem) *Header {
-	f := it.list
+func headerFromRLP(it rlptest.Item) *Header {
+	f := it.List
 	h := &Header{
-		ParentHash: f[0].hash(), Sha3Uncles: f[1].hash(), Miner: *f[2].address(),
-		StateRoot: f[3].hash(), TransactionsRoot: f[4].hash(), ReceiptsRoot: f[5].hash(),
-		LogsBloom: Bloom(f[6].str), Difficulty: f[7].u256(), Number: f[8].u64(),
-		GasLimit: f[9].u64(), GasUsed: f[10].u64(), Timestamp: f[11].u64(),
-		ExtraData: f[12].str, MixHash: f[13].hash(), Nonce: Nonce(f[14].str),
+		ParentHash: Hash(f[0].Bytes), Sha3Uncles: Hash(f[1].Bytes), Miner: *rlpAddress(f[2]),
+		StateRoot: Hash(f[3].Bytes), TransactionsRoot: Hash(f[4].Bytes), ReceiptsRoot: Hash(f[5].Bytes),
+		LogsBloom: Bloom(f[6].Bytes), Difficulty: rlpU256(f[7]), Number: f[8].Uint64(),
+		GasLimit: f[9].Uint64(), GasUsed: f[10].Uint64(), Timestamp: f[11].Uint64(),
+		ExtraData: f[12].Bytes, MixHash: Hash(f[13].Bytes), Nonce: Nonce(f[14].Bytes),
 	}
 	optional := f[15:]
 	if len(optional) > 0 {
-		z := optional[0].u256()
+		z := rlpU256(optional[0])
 		h.BaseFeePerGas = &z
 	}
 	if len(optional) > 1 {
-		r := optional[1].hash()
+		r := Hash(optional[1].Bytes)
 		h.WithdrawalsRoot = &r
 	}
 	if len(optional) > 2 {
-		v := optional[2].u64()
+		v := optional[2].Uint64()
 		h.BlobGasUsed = &v
 	}
 	if len(optional) > 3 {
-		v := optional[3].u64()
+		v := optional[3].Uint64()
 		h.ExcessBlobGas = &v
 	}
 	if len(optional) > 4 {
-		r := optional[4].hash()
+		r := Hash(optional[4].Bytes)
 		h.ParentBeaconBlockRoot = &r
 	}
 	if len(optional) > 5 {
-		r := optional[5].hash()
+		r := Hash(optional[5].Bytes)
 		h.RequestsHash = &r
 	}
 	return h
 }
 
-func transactionFromRLP(t *testing.T, it rlpItem) (*Transaction, []byte) {
+func transactionFromRLP(t *testing.T, it rlptest.Item) (*Transaction, []byte) {
 	t.Helper()
 	ptr := func(z uint256.Int) *uint256.Int { return &z }
-	if it.isList { // legacy
-		f := it.list
+	if it.IsList { // legacy
+		f := it.List
 		return &Transaction{
-			Type: LegacyTxType, Nonce: f[0].u64(), GasPrice: ptr(f[1].u256()), Gas: f[2].u64(),
-			To: f[3].address(), Value: f[4].u256(), Input: f[5].str, V: f[6].u256(), R: f[7].u256(), S: f[8].u256(),
-		}, it.raw
+			Type: LegacyTxType, Nonce: f[0].Uint64(), GasPrice: ptr(rlpU256(f[1])), Gas: f[2].Uint64(),
+			To: rlpAddress(f[3]), Value: rlpU256(f[4]), Input: f[5].Bytes, V: rlpU256(f[6]), R: rlpU256(f[7]), S: rlpU256(f[8]),
+		}, it.Raw
 	}
-	envelope := it.str
-	body, _, err := decodeRLP(envelope[1:])
+	envelope := it.Bytes
+	body, _, err := rlptest.Decode(envelope[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := body.list
-	tx := &Transaction{Type: envelope[0], ChainID: ptr(f[0].u256()), Nonce: f[1].u64()}
-	accessList := func(it rlpItem) []AccessTuple {
+	f := body.List
+	tx := &Transaction{Type: envelope[0], ChainID: ptr(rlpU256(f[0])), Nonce: f[1].Uint64()}
+	accessList := func(it rlptest.Item) []AccessTuple {
 		var list []AccessTuple
-		for _, e := range it.list {
-			tuple := AccessTuple{Address: *e.list[0].address()}
-			for _, k := range e.list[1].list {
-				tuple.StorageKeys = append(tuple.StorageKeys, k.hash())
+		for _, e := range it.List {
+			tuple := AccessTuple{Address: *rlpAddress(e.List[0])}
+			for _, k := range e.List[1].List {
+				tuple.StorageKeys = append(tuple.StorageKeys, Hash(k.Bytes))
 			}
 			list = append(list, tuple)
 		}
 		return list
 	}
-	var rest []rlpItem
+	var rest []rlptest.Item
 	if tx.Type == AccessListTxType {
-		tx.GasPrice = ptr(f[2].u256())
+		tx.GasPrice = ptr(rlpU256(f[2]))
 		rest = f[3:]
 	} else {
-		tx.MaxPriorityFeePerGas, tx.MaxFeePerGas = ptr(f[2].u256()), ptr(f[3].u256())
+		tx.MaxPriorityFeePerGas, tx.MaxFeePerGas = ptr(rlpU256(f[2])), ptr(rlpU256(f[3]))
 		rest = f[4:]
 	}
-	tx.Gas, tx.To, tx.Value, tx.Input, tx.AccessList = rest[0].u64(), rest[1].address(), rest[2].u256(), rest[3].str, accessList(rest[4])
+	tx.Gas, tx.To, tx.Value, tx.Input, tx.AccessList = rest[0].Uint64(), rlpAddress(rest[1]), rlpU256(rest[2]), rest[3].Bytes, accessList(rest[4])
 	rest = rest[5:]
 	switch tx.Type {
 	case BlobTxType:
-		tx.MaxFeePerBlobGas = ptr(rest[0].u256())
-		for _, h := range rest[1].list {
-			tx.BlobVersionedHashes = append(tx.BlobVersionedHashes, h.hash())
+		tx.MaxFeePerBlobGas = ptr(rlpU256(rest[0]))
+		for _, h := range rest[1].List {
+			tx.BlobVersionedHashes = append(tx.BlobVersionedHashes, Hash(h.Bytes))
 		}
 		rest = rest[2:]
 	case SetCodeTxType:
-		for _, a := range rest[0].list {
+		for _, a := range rest[0].List {
 			tx.AuthorizationList = append(tx.AuthorizationList, SetCodeAuthorization{
-				ChainID: a.list[0].u256(), Address: *a.list[1].address(), Nonce: a.list[2].u64(),
-				YParity: uint8(a.list[3].u64()), R: a.list[4].u256(), S: a.list[5].u256(),
+				ChainID: rlpU256(a.List[0]), Address: *rlpAddress(a.List[1]), Nonce: a.List[2].Uint64(),
+				YParity: uint8(a.List[3].Uint64()), R: rlpU256(a.List[4]), S: rlpU256(a.List[5]),
 			})
 		}
 		rest = rest[1:]
 	}
-	tx.V, tx.R, tx.S = rest[0].u256(), rest[1].u256(), rest[2].u256()
+	tx.V, tx.R, tx.S = rlpU256(rest[0]), rlpU256(rest[1]), rlpU256(rest[2])
 	return tx, envelope
 }
 
@@ -862,16 +794,16 @@ func TestChainRLP(t *testing.T) {
 	types := map[uint8]int{}
 	var blocks, uncleCount int
 	for rest := data; len(rest) > 0; blocks++ {
-		var block rlpItem
-		if block, rest, err = decodeRLP(rest); err != nil {
+		var block rlptest.Item
+		if block, rest, err = rlptest.Decode(rest); err != nil {
 			t.Fatalf("block %d: %v", blocks, err)
 		}
-		h := headerFromRLP(block.list[0])
+		h := headerFromRLP(block.List[0])
 		t.Run(fmt.Sprintf("block %d", h.Number), func(t *testing.T) {
 			var w rlpWriter
 			h.appendRLP(&w)
-			if !bytes.Equal(w.buf, block.list[0].raw) {
-				t.Errorf("header re-encodes as\n%x\nwant\n%x", w.buf, block.list[0].raw)
+			if !bytes.Equal(w.buf, block.List[0].Raw) {
+				t.Errorf("header re-encodes as\n%x\nwant\n%x", w.buf, block.List[0].Raw)
 			}
 			hash := HeaderHash(h)
 			if blocks > 0 && h.ParentHash != parent {
@@ -880,7 +812,7 @@ func TestChainRLP(t *testing.T) {
 			parent = hash
 
 			var txs []*Transaction
-			for i, item := range block.list[1].list {
+			for i, item := range block.List[1].List {
 				tx, enc := transactionFromRLP(t, item)
 				if got := EncodeTransaction(tx); !bytes.Equal(got, enc) {
 					t.Errorf("transaction %d (type %d) re-encodes as\n%x\nwant\n%x", i, tx.Type, got, enc)
@@ -893,10 +825,10 @@ func TestChainRLP(t *testing.T) {
 			}
 
 			var uncles []*Header
-			for _, item := range block.list[2].list {
+			for _, item := range block.List[2].List {
 				u := headerFromRLP(item)
 				uncles = append(uncles, u)
-				if got, want := UncleSize(u), uint64(len(refList(item.raw, refList(), refList()))); got != want {
+				if got, want := UncleSize(u), uint64(len(refList(item.Raw, refList(), refList()))); got != want {
 					t.Errorf("UncleSize of uncle %d = %d, want %d", u.Number, got, want)
 				}
 			}
@@ -906,10 +838,10 @@ func TestChainRLP(t *testing.T) {
 			}
 
 			var withdrawals []Withdrawal
-			if len(block.list) > 3 {
-				for _, item := range block.list[3].list {
-					f := item.list
-					withdrawals = append(withdrawals, Withdrawal{Index: f[0].u64(), ValidatorIndex: f[1].u64(), Address: *f[2].address(), Amount: f[3].u64()})
+			if len(block.List) > 3 {
+				for _, item := range block.List[3].List {
+					f := item.List
+					withdrawals = append(withdrawals, Withdrawal{Index: f[0].Uint64(), ValidatorIndex: f[1].Uint64(), Address: *rlpAddress(f[2]), Amount: f[3].Uint64()})
 				}
 			}
 			if h.WithdrawalsRoot != nil {
@@ -917,8 +849,8 @@ func TestChainRLP(t *testing.T) {
 					t.Errorf("WithdrawalsRoot of %d withdrawals = %v, want %v", len(withdrawals), got, *h.WithdrawalsRoot)
 				}
 			}
-			if got := BlockSize(h, txs, uncles, withdrawals); got != uint64(len(block.raw)) {
-				t.Errorf("BlockSize = %d, want the length of the block's RLP, %d", got, len(block.raw))
+			if got := BlockSize(h, txs, uncles, withdrawals); got != uint64(len(block.Raw)) {
+				t.Errorf("BlockSize = %d, want the length of the block's RLP, %d", got, len(block.Raw))
 			}
 		})
 	}

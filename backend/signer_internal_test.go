@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/rlptest"
 )
 
 // TestSenderOfChainRLP recovers the sender of every transaction of the
@@ -42,12 +43,12 @@ func TestSenderOfChainRLP(t *testing.T) {
 	byType := make(map[uint8]int)
 	authorities := 0
 	for rest := data; len(rest) > 0; {
-		var block rlpItem
-		if block, rest, err = decodeRLP(rest); err != nil {
+		var block rlptest.Item
+		if block, rest, err = rlptest.Decode(rest); err != nil {
 			t.Fatal(err)
 		}
-		number := headerFromRLP(block.list[0]).Number
-		for i, item := range block.list[1].list {
+		number := headerFromRLP(block.List[0]).Number
+		for i, item := range block.List[1].List {
 			tx, _ := transactionFromRLP(t, item)
 			from, err := Sender(tx)
 			switch {

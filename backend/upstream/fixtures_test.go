@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/blockrpc/blockrpc/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/rlptest"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/holiman/uint256"
 )
@@ -45,8 +45,8 @@ func execAPIsStore(t testing.TB) *memstore.Store {
 	}
 	n := 0
 	for rest := data; len(rest) > 0; n++ {
-		var item rlpValue
-		if item, rest, err = splitRLP(rest); err != nil {
+		var item rlptest.Item
+		if item, rest, err = rlptest.Decode(rest); err != nil {
 			t.Fatalf("chain.rlp block %d: %v", n, err)
 		}
 		b, uncles := blockFromRLP(t, item)
@@ -160,7 +160,7 @@ func ethTestStores(t testing.TB) []ethTestChain {
 				if err != nil {
 					t.Fatalf("%s %s: %v", name, what, err)
 				}
-				item, rest, err := splitRLP(raw)
+				item, rest, err := rlptest.Decode(raw)
 				if err != nil || len(rest) != 0 {
 					t.Fatalf("%s %s: not one RLP value (%v)", name, what, err)
 				}
@@ -238,95 +238,32 @@ func mainnetStore(t testing.TB) *memstore.Store {
 }
 
 // ---------------------------------------------------------------------------
-// RLP, as far as reading blocks takes it: the execution-apis chain and the
-// ethereum-tests blocks come as RLP, and the root module has no decoder.
+// Blocks from RLP: the execution-apis chain and the ethereum-tests blocks
+// come as RLP, which the library only writes; internal/rlptest reads it.
 
-// rlpValue is a decoded RLP value: a string or a list.
-type rlpValue struct {
-	str    []byte
-	list   []rlpValue
-	isList bool
-}
+// rlpU256 reads an RLP string as a 256-bit integer.
+func rlpU256(v rlptest.Item) *uint256.Int { return new(uint256.Int).SetBytes(v.Bytes) }
 
-// splitRLP splits the first RLP value off b.
-func splitRLP(b []byte) (rlpValue, []byte, error) {
-	if len(b) == 0 {
-		return rlpValue{}, nil, errors.New("unexpected end of input")
-	}
-	prefix := b[0]
-	var header, size int
-	switch {
-	case prefix < 0x80:
-		return rlpValue{str: b[:1]}, b[1:], nil
-	case prefix < 0xb8:
-		header, size = 1, int(prefix-0x80)
-	case prefix < 0xc0:
-		header, size = 1+int(prefix-0xb7), rlpSize(b[1:], int(prefix-0xb7))
-	case prefix < 0xf8:
-		header, size = 1, int(prefix-0xc0)
-	default:
-		header, size = 1+int(prefix-0xf7), rlpSize(b[1:], int(prefix-0xf7))
-	}
-	if size < 0 || header+size > len(b) {
-		return rlpValue{}, nil, errors.New("value longer than its input")
-	}
-	v := rlpValue{isList: prefix >= 0xc0}
-	payload := b[header : header+size]
-	if !v.isList {
-		v.str = payload
-		return v, b[header+size:], nil
-	}
-	for len(payload) > 0 {
-		var item rlpValue
-		var err error
-		if item, payload, err = splitRLP(payload); err != nil {
-			return rlpValue{}, nil, err
-		}
-		v.list = append(v.list, item)
-	}
-	return v, b[header+size:], nil
-}
-
-func rlpSize(b []byte, n int) int {
-	if n > len(b) || n > 4 {
-		return -1
-	}
-	size := 0
-	for _, c := range b[:n] {
-		size = size<<8 | int(c)
-	}
-	return size
-}
-
-func (v rlpValue) u64() uint64 {
-	var n uint64
-	for _, c := range v.str {
-		n = n<<8 | uint64(c)
-	}
-	return n
-}
-
-func (v rlpValue) u256() *uint256.Int { return new(uint256.Int).SetBytes(v.str) }
-func (v rlpValue) hash() backend.Hash { return backend.Hash(v.str) }
-
-func (v rlpValue) address() *backend.Address {
-	if len(v.str) == 0 {
+// rlpAddress reads an RLP string as an address: nil for the empty string, a
+// contract creation's "to".
+func rlpAddress(v rlptest.Item) *backend.Address {
+	if len(v.Bytes) == 0 {
 		return nil
 	}
-	a := backend.Address(v.str)
+	a := backend.Address(v.Bytes)
 	return &a
 }
 
 // blockFromRLP reads a block ([header, transactions, uncles,
 // withdrawals?]) with each transaction's sender recovered: what
 // memstore.AddBlock takes. The derived values are left for it to compute.
-func blockFromRLP(t testing.TB, v rlpValue) (*backend.Block, []*backend.Uncle) {
+func blockFromRLP(t testing.TB, v rlptest.Item) (*backend.Block, []*backend.Uncle) {
 	t.Helper()
-	if !v.isList || len(v.list) < 3 {
+	if !v.IsList || len(v.List) < 3 {
 		t.Fatal("a block is a list of at least 3 items")
 	}
-	b := &backend.Block{Header: headerFromRLP(v.list[0]), Transactions: []*backend.Transaction{}}
-	for i, item := range v.list[1].list {
+	b := &backend.Block{Header: headerFromRLP(v.List[0]), Transactions: []*backend.Transaction{}}
+	for i, item := range v.List[1].List {
 		tx := txFromRLP(t, item)
 		from, err := backend.Sender(tx)
 		if err != nil {
@@ -336,86 +273,86 @@ func blockFromRLP(t testing.TB, v rlpValue) (*backend.Block, []*backend.Uncle) {
 		b.Transactions = append(b.Transactions, tx)
 	}
 	var uncles []*backend.Uncle
-	for _, item := range v.list[2].list {
+	for _, item := range v.List[2].List {
 		uncles = append(uncles, &backend.Uncle{Header: headerFromRLP(item)})
 	}
-	if len(v.list) > 3 {
+	if len(v.List) > 3 {
 		b.Withdrawals = []backend.Withdrawal{}
-		for _, item := range v.list[3].list {
-			f := item.list
-			b.Withdrawals = append(b.Withdrawals, backend.Withdrawal{Index: f[0].u64(), ValidatorIndex: f[1].u64(), Address: *f[2].address(), Amount: f[3].u64()})
+		for _, item := range v.List[3].List {
+			f := item.List
+			b.Withdrawals = append(b.Withdrawals, backend.Withdrawal{Index: f[0].Uint64(), ValidatorIndex: f[1].Uint64(), Address: *rlpAddress(f[2]), Amount: f[3].Uint64()})
 		}
 	}
 	return b, uncles
 }
 
-func headerFromRLP(v rlpValue) backend.Header {
-	f := v.list
+func headerFromRLP(v rlptest.Item) backend.Header {
+	f := v.List
 	h := backend.Header{
-		ParentHash: f[0].hash(), Sha3Uncles: f[1].hash(), Miner: *f[2].address(),
-		StateRoot: f[3].hash(), TransactionsRoot: f[4].hash(), ReceiptsRoot: f[5].hash(),
-		LogsBloom: backend.Bloom(f[6].str), Difficulty: *f[7].u256(), Number: f[8].u64(),
-		GasLimit: f[9].u64(), GasUsed: f[10].u64(), Timestamp: f[11].u64(),
-		ExtraData: f[12].str, MixHash: f[13].hash(), Nonce: backend.Nonce(f[14].str),
+		ParentHash: backend.Hash(f[0].Bytes), Sha3Uncles: backend.Hash(f[1].Bytes), Miner: *rlpAddress(f[2]),
+		StateRoot: backend.Hash(f[3].Bytes), TransactionsRoot: backend.Hash(f[4].Bytes), ReceiptsRoot: backend.Hash(f[5].Bytes),
+		LogsBloom: backend.Bloom(f[6].Bytes), Difficulty: *rlpU256(f[7]), Number: f[8].Uint64(),
+		GasLimit: f[9].Uint64(), GasUsed: f[10].Uint64(), Timestamp: f[11].Uint64(),
+		ExtraData: f[12].Bytes, MixHash: backend.Hash(f[13].Bytes), Nonce: backend.Nonce(f[14].Bytes),
 	}
 	opt := f[15:]
 	if len(opt) > 0 {
-		h.BaseFeePerGas = opt[0].u256()
+		h.BaseFeePerGas = rlpU256(opt[0])
 	}
 	if len(opt) > 1 {
-		r := opt[1].hash()
+		r := backend.Hash(opt[1].Bytes)
 		h.WithdrawalsRoot = &r
 	}
 	if len(opt) > 2 {
-		n := opt[2].u64()
+		n := opt[2].Uint64()
 		h.BlobGasUsed = &n
 	}
 	if len(opt) > 3 {
-		n := opt[3].u64()
+		n := opt[3].Uint64()
 		h.ExcessBlobGas = &n
 	}
 	if len(opt) > 4 {
-		r := opt[4].hash()
+		r := backend.Hash(opt[4].Bytes)
 		h.ParentBeaconBlockRoot = &r
 	}
 	if len(opt) > 5 {
-		r := opt[5].hash()
+		r := backend.Hash(opt[5].Bytes)
 		h.RequestsHash = &r
 	}
 	return h
 }
 
-func txFromRLP(t testing.TB, v rlpValue) *backend.Transaction {
+func txFromRLP(t testing.TB, v rlptest.Item) *backend.Transaction {
 	t.Helper()
-	if v.isList { // legacy
-		f := v.list
+	if v.IsList { // legacy
+		f := v.List
 		return &backend.Transaction{
-			Type: backend.LegacyTxType, Nonce: f[0].u64(), GasPrice: f[1].u256(), Gas: f[2].u64(),
-			To: f[3].address(), Value: *f[4].u256(), Input: f[5].str, V: *f[6].u256(), R: *f[7].u256(), S: *f[8].u256(),
+			Type: backend.LegacyTxType, Nonce: f[0].Uint64(), GasPrice: rlpU256(f[1]), Gas: f[2].Uint64(),
+			To: rlpAddress(f[3]), Value: *rlpU256(f[4]), Input: f[5].Bytes, V: *rlpU256(f[6]), R: *rlpU256(f[7]), S: *rlpU256(f[8]),
 		}
 	}
-	if len(v.str) == 0 {
+	if len(v.Bytes) == 0 {
 		t.Fatal("an empty typed transaction")
 	}
-	body, _, err := splitRLP(v.str[1:])
+	body, _, err := rlptest.Decode(v.Bytes[1:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := body.list
-	tx := &backend.Transaction{Type: v.str[0], ChainID: f[0].u256(), Nonce: f[1].u64()}
-	var rest []rlpValue
+	f := body.List
+	tx := &backend.Transaction{Type: v.Bytes[0], ChainID: rlpU256(f[0]), Nonce: f[1].Uint64()}
+	var rest []rlptest.Item
 	if tx.Type == backend.AccessListTxType {
-		tx.GasPrice = f[2].u256()
+		tx.GasPrice = rlpU256(f[2])
 		rest = f[3:]
 	} else {
-		tx.MaxPriorityFeePerGas, tx.MaxFeePerGas = f[2].u256(), f[3].u256()
+		tx.MaxPriorityFeePerGas, tx.MaxFeePerGas = rlpU256(f[2]), rlpU256(f[3])
 		rest = f[4:]
 	}
-	tx.Gas, tx.To, tx.Value, tx.Input = rest[0].u64(), rest[1].address(), *rest[2].u256(), rest[3].str
-	for _, e := range rest[4].list {
-		tuple := backend.AccessTuple{Address: *e.list[0].address(), StorageKeys: []backend.Hash{}}
-		for _, k := range e.list[1].list {
-			tuple.StorageKeys = append(tuple.StorageKeys, k.hash())
+	tx.Gas, tx.To, tx.Value, tx.Input = rest[0].Uint64(), rlpAddress(rest[1]), *rlpU256(rest[2]), rest[3].Bytes
+	for _, e := range rest[4].List {
+		tuple := backend.AccessTuple{Address: *rlpAddress(e.List[0]), StorageKeys: []backend.Hash{}}
+		for _, k := range e.List[1].List {
+			tuple.StorageKeys = append(tuple.StorageKeys, backend.Hash(k.Bytes))
 		}
 		tx.AccessList = append(tx.AccessList, tuple)
 	}
@@ -425,20 +362,20 @@ func txFromRLP(t testing.TB, v rlpValue) *backend.Transaction {
 	rest = rest[5:]
 	switch tx.Type {
 	case backend.BlobTxType:
-		tx.MaxFeePerBlobGas = rest[0].u256()
-		for _, h := range rest[1].list {
-			tx.BlobVersionedHashes = append(tx.BlobVersionedHashes, h.hash())
+		tx.MaxFeePerBlobGas = rlpU256(rest[0])
+		for _, h := range rest[1].List {
+			tx.BlobVersionedHashes = append(tx.BlobVersionedHashes, backend.Hash(h.Bytes))
 		}
 		rest = rest[2:]
 	case backend.SetCodeTxType:
-		for _, a := range rest[0].list {
+		for _, a := range rest[0].List {
 			tx.AuthorizationList = append(tx.AuthorizationList, backend.SetCodeAuthorization{
-				ChainID: *a.list[0].u256(), Address: *a.list[1].address(), Nonce: a.list[2].u64(),
-				YParity: uint8(a.list[3].u64()), R: *a.list[4].u256(), S: *a.list[5].u256(),
+				ChainID: *rlpU256(a.List[0]), Address: *rlpAddress(a.List[1]), Nonce: a.List[2].Uint64(),
+				YParity: uint8(a.List[3].Uint64()), R: *rlpU256(a.List[4]), S: *rlpU256(a.List[5]),
 			})
 		}
 		rest = rest[1:]
 	}
-	tx.V, tx.R, tx.S = *rest[0].u256(), *rest[1].u256(), *rest[2].u256()
+	tx.V, tx.R, tx.S = *rlpU256(rest[0]), *rlpU256(rest[1]), *rlpU256(rest[2])
 	return tx
 }
