@@ -5,7 +5,6 @@ go 1.24.0
 require (
 	github.com/blockrpc/blockrpc v0.0.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
-	github.com/google/go-cmp v0.7.0
 	github.com/holiman/uint256 v1.3.2
 	github.com/klauspost/compress v1.17.11
 )
@@ -41,6 +40,7 @@ require (
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
 	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
+	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )
 

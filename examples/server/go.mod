@@ -9,6 +9,7 @@ require (
 	github.com/blockrpc/blockrpc/backend/pgstore v0.0.0
 	github.com/holiman/uint256 v1.3.2
 	github.com/jackc/pgx/v5 v5.12.0
+	golang.org/x/time v0.14.0
 )
 
 require (
@@ -48,7 +49,6 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.38.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
 
