@@ -81,8 +81,8 @@ func AppendUint64(dst []byte, v uint64) []byte {
 		return append(dst, digits[4-n:]...)
 	}
 	// All sixteen digits at once, from the pairs table, then the
-	// significant ones: a digit a step waits at every step for the shift
-	// before it, and is 1.4x slower (BenchmarkAppendU256, same run).
+	// significant ones: a digit a step would wait at every step for the
+	// shift before it.
 	var digits [16]byte
 	encodeWord(&digits, v)
 	return append(dst, digits[16-n:]...)

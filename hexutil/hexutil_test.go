@@ -215,17 +215,24 @@ func errString(err error) string {
 }
 
 // TestAppendBytesEveryLength checks the encoder against encoding/hex for
-// every length around its four-byte steps and every byte value.
+// every length around its sixteen- and eight-byte steps, the overlapping
+// tail included, and every byte value; and that it writes nothing past the
+// digits, into the room the buffer has left.
 func TestAppendBytesEveryLength(t *testing.T) {
 	data := make([]byte, 300)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
 	for n := 0; n <= len(data); n++ {
-		prefix := []byte("x:")
-		got := AppendBytes(prefix, data[:n])
+		buf := append(make([]byte, 0, 4+2*n+64), "x:"...)
+		got := AppendBytes(buf, data[:n])
 		if want := "x:0x" + hex.EncodeToString(data[:n]); string(got) != want {
 			t.Fatalf("AppendBytes of %d bytes = %q, want %q", n, got, want)
+		}
+		for i, c := range got[len(got):cap(got)] {
+			if c != 0 {
+				t.Fatalf("AppendBytes of %d bytes wrote %#x at %d past its end", n, c, i)
+			}
 		}
 	}
 }
