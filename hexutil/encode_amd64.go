@@ -12,9 +12,9 @@ func encodeBlocks(dst, src *byte, n int)
 // bytes: sixteen bytes a step in vector registers, and a tail shorter than
 // that as the last sixteen bytes again, which overlap digits already
 // written with the same digits. Hashes, addresses, blooms and transaction
-// inputs are most of a block's bytes; this encodes them 1.2x (a hash) to
-// 3.4x (16 KB) faster than the pairs table alone (BenchmarkAppendBytes,
-// same run).
+// inputs are most of a block's bytes; this encodes them 1.25x (an
+// address) to 3.4x (16 KB) faster than the pairs table alone
+// (BenchmarkAppendBytes, same run).
 func encodePairs(out, b []byte) {
 	n := len(b)
 	if n < 16 {
