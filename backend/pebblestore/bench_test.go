@@ -302,7 +302,7 @@ func newAnswerer(key string) *answerer {
 
 // answer asks for block n with its transactions, and reports whether the
 // answer came.
-func (a *answerer) answer(t *testing.T, h http.Handler, n backend.BlockNumber) bool {
+func (a *answerer) answer(t testing.TB, h http.Handler, n backend.BlockNumber) bool {
 	a.body = fmt.Appendf(a.body[:0], `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["%#x",true]}`, int64(n))
 	status, size := a.c.Call(h, a.body)
 	if status != http.StatusOK || size < 1000 {

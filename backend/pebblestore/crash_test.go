@@ -256,6 +256,9 @@ func checkConsistent(t *testing.T, s *Store) uint64 {
 			case r.block.Hash != h || r.block.Number != n:
 				return fmt.Errorf("canonical %d (%s) holds block %d (%s)", n, h, r.block.Number, r.block.Hash)
 			}
+			if _, found, err := v.get(recordKey(n, h)); err != nil || found {
+				return fmt.Errorf("canonical block %d (%s) is also stored as a side block (%v)", n, h, err)
+			}
 			if num, found, err := v.uint64(numberKey(h)); err != nil || !found || num != n {
 				return fmt.Errorf("block %d (%s) by hash: %d, %v, %v", n, h, num, found, err)
 			}

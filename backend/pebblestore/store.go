@@ -11,11 +11,12 @@
 //
 // # Data model
 //
-// After go-ethereum and Erigon (keys.go): immutable block records by number
-// and hash in a compact binary encoding (codec.go), a hash→number index, a
-// number→canonical hash index, the total difficulty of each block (in its
-// record, or beside it when learnt later), the tags, the chain id and the
-// pending block.
+// After go-ethereum and Erigon (keys.go): immutable block records in a
+// compact binary encoding (backend/record), the canonical ones under their
+// number, the others under their number and hash; a hash→number index; the
+// total difficulty of each block (in its record, or beside it when learnt
+// later); the tags, the chain id and the pending block. A block asked for
+// by number is one lookup.
 //
 // Every call of a Writer method is one Pebble batch, committed atomically:
 // a block with its indexes, a reorganisation with every canonical entry it
@@ -356,17 +357,15 @@ func (v *view) uint64(key []byte) (uint64, bool, error) {
 	return n, true, nil
 }
 
-func (v *view) hashAt(key []byte) (backend.Hash, bool, error) {
-	var h backend.Hash
-	val, found, err := v.get(key)
+// canonical returns the hash and record of the canonical block at number;
+// the record is valid until the view's next call.
+func (v *view) canonical(number uint64) (backend.Hash, []byte, bool, error) {
+	val, found, err := v.get(canonicalKey(number))
 	if !found {
-		return h, false, err
+		return backend.Hash{}, nil, false, err
 	}
-	if len(val) != len(h) {
-		return h, false, errCorrupt
-	}
-	copy(h[:], val)
-	return h, true, nil
+	hash, rec, err := splitCanonical(val)
+	return hash, rec, err == nil, err
 }
 
 // canonicalEnd returns the canonical entry at the low or high end of the
@@ -391,25 +390,36 @@ func (v *view) canonicalEnd(highest bool) (uint64, bool, error) {
 // block reads the record of the block number/hash with its total
 // difficulties.
 func (v *view) block(number uint64, hash backend.Hash, parts decodeParts) (*entry, bool, error) {
-	val, found, err := v.get(recordKey(number, hash))
+	rec, found, err := v.recordOf(number, hash)
 	if !found {
 		return nil, false, err
 	}
-	r, err := decodeBlock(val, parts)
+	r, err := v.decode(blockRef{number: number, hash: hash}, rec, parts)
+	return r, err == nil, err
+}
+
+// decode decodes the record of the block ref names, as parts says, and
+// adds the total difficulties learnt after it was stored.
+func (v *view) decode(ref blockRef, rec []byte, parts decodeParts) (*entry, error) {
+	r, err := decodeBlock(rec, parts)
 	if err != nil {
-		return nil, false, fmt.Errorf("block %d (%s): %w", number, hash, err)
+		return nil, fmt.Errorf("%v: %w", ref, err)
+	}
+	if ref.pending {
+		r.block.Pending = true
+		return r, nil
 	}
 	if r.complete() {
-		return r, true, nil
+		return r, nil
 	}
-	t, err := v.td(number, hash, len(r.uncles))
+	t, err := v.td(ref.number, ref.hash, len(r.uncles))
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if t != nil {
 		r.setTD(t)
 	}
-	return r, true, nil
+	return r, nil
 }
 
 // td reads the total difficulties of the block number/hash (and its
@@ -477,11 +487,13 @@ func (r *entry) setTD(t *tdInfo) {
 }
 
 // blockRef names a block's record: a stored block's, by its number and
-// hash, or the pending block's.
+// hash, or the pending block's. A canonical block found by its number
+// comes with its record, valid until the view's next call.
 type blockRef struct {
 	number  uint64
 	hash    backend.Hash
 	pending bool
+	rec     []byte
 }
 
 // String names the block in errors.
@@ -526,8 +538,8 @@ func (v *view) findNumber(number backend.BlockNumber) (blockRef, bool, error) {
 	if !found {
 		return blockRef{}, false, err
 	}
-	hash, found, err := v.hashAt(canonicalKey(n))
-	return blockRef{number: n, hash: hash}, found, err
+	hash, rec, found, err := v.canonical(n)
+	return blockRef{number: n, hash: hash, rec: rec}, found, err
 }
 
 // findHash finds the block with the given hash.
@@ -561,23 +573,11 @@ func (s *Store) readHash(ctx context.Context, hash backend.Hash, f func(*view, b
 
 // decoded reads the block ref names, decoded as parts says.
 func (v *view) decoded(ref blockRef, parts decodeParts) (*entry, error) {
-	if ref.pending {
-		rec, err := v.record(ref)
-		if err != nil {
-			return nil, err
-		}
-		r, err := decodeBlock(rec, parts)
-		if err != nil {
-			return nil, fmt.Errorf("%v: %w", ref, err)
-		}
-		r.block.Pending = true
-		return r, nil
+	rec, err := v.record(ref)
+	if err != nil {
+		return nil, err
 	}
-	r, found, err := v.block(ref.number, ref.hash, parts)
-	if err == nil && !found {
-		err = ref.missing()
-	}
-	return r, err
+	return v.decode(ref, rec, parts)
 }
 
 // lend calls f with the block ref names, lent as backend.Lender lends:
@@ -603,6 +603,7 @@ func (v *view) lend(ref blockRef, f func(*backend.Block, backend.TransactionDeco
 		if txs != nil {
 			// Looking it up moved the view off the record, which the
 			// transactions are read from: the same bytes, read again.
+			ref.rec = nil
 			if rec, err = v.record(ref); err != nil {
 				return err
 			}
@@ -629,11 +630,17 @@ var readers = sync.Pool{New: func() any { return new(record.TransactionReader) }
 // record returns the record of the block ref names, valid until the
 // view's next call.
 func (v *view) record(ref blockRef) ([]byte, error) {
-	key := keyPending
-	if !ref.pending {
-		key = recordKey(ref.number, ref.hash)
+	if ref.rec != nil {
+		return ref.rec, nil
 	}
-	rec, found, err := v.get(key)
+	var rec []byte
+	var found bool
+	var err error
+	if ref.pending {
+		rec, found, err = v.get(keyPending)
+	} else {
+		rec, found, err = v.recordOf(ref.number, ref.hash)
+	}
 	if !found {
 		if err == nil {
 			err = ref.missing()
@@ -641,6 +648,20 @@ func (v *view) record(ref blockRef) ([]byte, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// recordOf returns the record of the stored block number/hash, valid until
+// the view's next call: the canonical entry's, when the block is the
+// canonical one, or else its own.
+func (v *view) recordOf(number uint64, hash backend.Hash) ([]byte, bool, error) {
+	h, rec, found, err := v.canonical(number)
+	if err != nil {
+		return nil, false, err
+	}
+	if found && h == hash {
+		return rec, true, nil
+	}
+	return v.get(recordKey(number, hash))
 }
 
 // ChainID implements backend.Backend: the id set with SetChainID, or else

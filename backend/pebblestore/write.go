@@ -58,12 +58,15 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 		if err != nil {
 			return err
 		}
+		// The record of a new block that becomes canonical is written
+		// once, in its canonical entry; makeCanonical writes it.
+		var rec []byte
 		if stored {
 			if err := w.readd(b); err != nil {
 				return blockError(b, err)
 			}
 		} else {
-			if err := w.insert(b, us); err != nil {
+			if rec, err = w.insert(b, us, !canonical); err != nil {
 				return blockError(b, err)
 			}
 			w.bindChainID(chainID)
@@ -73,7 +76,7 @@ func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical boo
 			}
 		}
 		if canonical {
-			return w.makeCanonical(b.Number, b.Hash)
+			return w.makeCanonical(b.Number, b.Hash, rec)
 		}
 		return nil
 	})
@@ -161,28 +164,66 @@ func (w *write) numberOf(hash backend.Hash) (uint64, bool, error) {
 	return n, true, nil
 }
 
+// canonical returns the hash of the canonical block at number.
 func (w *write) canonical(number uint64) (backend.Hash, bool, error) {
 	var h backend.Hash
-	v, found, err := get(w.batch, canonicalKey(number))
-	if !found {
+	v, closer, err := w.batch.Get(canonicalKey(number))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return h, false, nil
+	}
+	if err != nil {
 		return h, false, err
 	}
-	if len(v) != len(h) {
-		return h, false, errCorrupt
+	defer closer.Close()
+	h, _, err = splitCanonical(v)
+	return h, err == nil, err
+}
+
+// withRecord calls f with the record of the stored block number/hash,
+// valid during the call, and reports whether the block is stored.
+func (w *write) withRecord(number uint64, hash backend.Hash, f func(rec []byte) error) (bool, error) {
+	v, closer, err := w.batch.Get(canonicalKey(number))
+	switch {
+	case err == nil:
+		h, rec, err := splitCanonical(v)
+		if err == nil && h == hash {
+			err = f(rec)
+			closer.Close()
+			return true, err
+		}
+		closer.Close()
+		if err != nil {
+			return false, err
+		}
+	case !errors.Is(err, pebble.ErrNotFound):
+		return false, err
 	}
-	copy(h[:], v)
-	return h, true, nil
+	v, closer, err = w.batch.Get(recordKey(number, hash))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	return true, f(v)
 }
 
 // parentOf returns the parent hash of a stored block, read from its
 // record without decoding it.
 func (w *write) parentOf(number uint64, hash backend.Hash) (backend.Hash, error) {
-	v, closer, err := w.batch.Get(recordKey(number, hash))
-	if err != nil {
-		return backend.Hash{}, fmt.Errorf("block %d (%s): %w", number, hash, err)
+	var parent backend.Hash
+	found, err := w.withRecord(number, hash, func(rec []byte) (err error) {
+		parent, err = record.ParentHash(rec)
+		return err
+	})
+	if err == nil && !found {
+		err = errCorrupt
 	}
-	defer closer.Close()
-	return record.ParentHash(v)
+	if err != nil {
+		return parent, fmt.Errorf("block %d (%s): %w", number, hash, err)
+	}
+	return parent, nil
 }
 
 // stored reads a stored block's header and uncles with their total
@@ -192,16 +233,16 @@ func (w *write) stored(hash backend.Hash) (*entry, uint64, error) {
 	if !found {
 		return nil, 0, err
 	}
-	v, found, err := get(w.batch, recordKey(number, hash))
+	var r *entry
+	found, err = w.withRecord(number, hash, func(rec []byte) (err error) {
+		r, err = decodeBlock(rec, decodeUncles)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
 	if !found {
 		return nil, 0, fmt.Errorf("block %d (%s): %w", number, hash, errCorrupt)
-	}
-	r, err := decodeBlock(v, decodeUncles)
-	if err != nil {
-		return nil, 0, err
 	}
 	if !r.complete() {
 		v, found, err := get(w.batch, tdKey(number, hash))
@@ -230,17 +271,19 @@ func (w *write) tdOf(hash backend.Hash) (*uint256.Int, error) {
 
 // insert writes a block that is not stored yet, as memstore.Store.add
 // does: its total difficulty and its uncles' are settled against their
-// parents', and those it gives to stored descendants are written.
-func (w *write) insert(b *backend.Block, uncles []*backend.Uncle) error {
+// parents', and those it gives to stored descendants are written. It
+// returns the block's record, which it writes only when asked to: a block
+// that becomes canonical has it written in its canonical entry.
+func (w *write) insert(b *backend.Block, uncles []*backend.Uncle, writeRecord bool) ([]byte, error) {
 	parentTD, err := w.tdOf(b.ParentHash)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if b.Number == 0 && b.ParentHash == (backend.Hash{}) {
 		parentTD = new(uint256.Int) // the genesis: its own difficulty is the total
 	}
 	if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
-		return err
+		return nil, err
 	}
 	// The parents whose total difficulty is unknown: learning it will
 	// update this block's or uncle's, which the child index finds.
@@ -252,10 +295,10 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle) error {
 	for i, u := range uncles {
 		td, err := w.tdOf(u.ParentHash)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := backend.SettleTotalDifficulty(fmt.Sprintf("uncle %d: totalDifficulty", i), &u.TotalDifficulty, td, &u.Difficulty); err != nil {
-			return err
+			return nil, err
 		}
 		if td == nil {
 			w.set(childKey(u.ParentHash, b.Hash, uint32(i)), nil)
@@ -264,12 +307,15 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle) error {
 	var updates []backend.Descendant
 	if b.TotalDifficulty != nil {
 		if updates, err = backend.DescendantTotalDifficulties(b.Hash, b.TotalDifficulty, w.storedChildren); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	w.set(recordKey(b.Number, b.Hash), record.Append(make([]byte, 0, b.Size+uint64(64*len(b.Transactions)+512)), b, uncles))
+	rec := record.Append(make([]byte, 0, b.Size+uint64(64*len(b.Transactions)+512)), b, uncles)
+	if writeRecord {
+		w.set(recordKey(b.Number, b.Hash), rec)
+	}
 	w.set(numberKey(b.Hash), encodeUint64(b.Number))
-	return w.applyTDs(updates)
+	return rec, w.applyTDs(updates)
 }
 
 // readd checks what a block added again gives against the stored block. A
@@ -391,15 +437,18 @@ func (w *write) applyTDs(updates []backend.Descendant) error {
 // makeCanonical makes hash the canonical block at number, reorganising the
 // chain around it as memstore does: the known ancestors become canonical
 // down to the first that already is, and above the block the chain
-// continues only through its children.
-func (w *write) makeCanonical(number uint64, hash backend.Hash) error {
+// continues only through its children. rec is the record of a block just
+// inserted without it, nil for a stored block.
+func (w *write) makeCanonical(number uint64, hash backend.Hash, rec []byte) error {
 	old, had, err := w.canonical(number)
 	if err != nil {
 		return err
 	}
 	replaced := had && old != hash
 	if !had || replaced {
-		w.setCanonical(number, hash)
+		if err := w.setCanonical(number, hash, rec); err != nil {
+			return err
+		}
 	}
 	parent, err := w.parentOf(number, hash)
 	if err != nil {
@@ -423,7 +472,9 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash) error {
 		if had {
 			replaced = true
 		}
-		w.setCanonical(n-1, parent)
+		if err := w.setCanonical(n-1, parent, nil); err != nil {
+			return err
+		}
 		next, err := w.parentOf(n-1, parent)
 		if err != nil {
 			return err
@@ -457,12 +508,47 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash) error {
 	return nil
 }
 
-func (w *write) setCanonical(number uint64, hash backend.Hash) {
+// setCanonical makes hash the canonical block at number: its record (rec,
+// or else the one stored under its number and hash) moves into the
+// canonical entry, and the record of the block it replaces moves out.
+func (w *write) setCanonical(number uint64, hash backend.Hash, rec []byte) error {
+	if old, found, err := get(w.batch, canonicalKey(number)); err != nil {
+		return err
+	} else if found {
+		if err := w.uncanonical(number, old); err != nil {
+			return err
+		}
+	}
+	if rec == nil {
+		key := recordKey(number, hash)
+		stored, found, err := get(w.batch, key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("block %d (%s): %w", number, hash, errCorrupt)
+		}
+		rec = stored
+		w.delete(key)
+	}
 	if !w.st.hasCanonical {
 		w.st.lowest, w.st.highest, w.st.hasCanonical = number, number, true
 	}
 	w.st.lowest, w.st.highest = min(w.st.lowest, number), max(w.st.highest, number)
-	w.set(canonicalKey(number), hash[:])
+	w.set(canonicalKey(number), canonicalValue(hash, rec))
+	return nil
+}
+
+// uncanonical moves the record of the canonical entry val at number under
+// the block's number and hash, where a block that is not canonical keeps
+// it; the caller replaces or deletes the entry.
+func (w *write) uncanonical(number uint64, val []byte) error {
+	hash, rec, err := splitCanonical(val)
+	if err != nil {
+		return err
+	}
+	w.set(recordKey(number, hash), rec)
+	return nil
 }
 
 // dropCanonicalFrom removes the canonical entries at number and above.
@@ -471,15 +557,23 @@ func (w *write) dropCanonicalFrom(number uint64) error {
 	if err != nil {
 		return err
 	}
-	var keys [][]byte
+	type moved struct{ key, val []byte }
+	var dropped []moved
 	for ok := it.First(); ok; ok = it.Next() {
-		keys = append(keys, bytes.Clone(it.Key()))
+		dropped = append(dropped, moved{bytes.Clone(it.Key()), bytes.Clone(it.Value())})
 	}
 	if err := it.Close(); err != nil {
 		return err
 	}
-	for _, k := range keys {
-		w.delete(k)
+	for _, e := range dropped {
+		n, ok := decodeUint64(e.key[1:])
+		if !ok {
+			return errCorrupt
+		}
+		if err := w.uncanonical(n, e.val); err != nil {
+			return err
+		}
+		w.delete(e.key)
 	}
 	// The highest left is the last entry below number.
 	it, err = w.batch.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCanonical}, UpperBound: canonicalKey(number)})
