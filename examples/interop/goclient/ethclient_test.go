@@ -16,7 +16,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/examples/interop/demochain"
 	"github.com/blockrpc/blockrpc/examples/interop/gethconv"
-	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	ethereum "github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/core/types"

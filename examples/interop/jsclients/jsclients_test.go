@@ -34,7 +34,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/examples/interop/demochain"
 	"github.com/blockrpc/blockrpc/examples/interop/gethconv"
-	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rlp"
 )

@@ -26,7 +26,7 @@ import (
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/examples/interop/gethnode"
-	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/ethereum/go-ethereum/common"
 )

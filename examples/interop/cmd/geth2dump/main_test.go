@@ -10,7 +10,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/examples/interop/gethnode"
-	"github.com/blockrpc/blockrpc/examples/interop/internal/fixtures"
+	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 )
 
