@@ -169,6 +169,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		l.BlockSize = blockSize
 		l.Compression = func() *sstable.CompressionProfile { return compression }
 	}
+	for i := range po.TargetFileSizes {
+		po.TargetFileSizes[i] = targetFileSize
+	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
@@ -201,6 +204,18 @@ var compression = sstable.FastestCompression
 // A read decompresses a whole block for one record of a few KB: smaller
 // blocks keep that work near the record's own size.
 var blockSize = 8 << 10
+
+// targetFileSize is the size of the database's files at every level, not
+// Pebble's 2 MB doubling a level: a chain written in order is flushed into
+// files that compactions then only move down, so that Pebble's size for
+// the first level is the size of them all, 2,279 files for 10^6 blocks.
+// Every file is one more index and filter to read and keep, and one more
+// file to open. With 64 MB files (83 for 10^6 blocks) a read that missed
+// the cache cost 30 to 37 µs on average against 37 to 70 µs, and read
+// 1.05 blocks against 1.46 (20,000 random blocks of 10^6, the files in
+// the page cache, two passes in each of three interleaved rounds); at
+// 10^5 blocks (8 files against 228) the difference was within the noise.
+const targetFileSize = 64 << 20
 
 // load checks the schema version, writing it into a new store, and reads
 // the writer's state.
