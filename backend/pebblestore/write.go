@@ -446,7 +446,7 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash, rec []byte) erro
 	}
 	replaced := had && old != hash
 	if !had || replaced {
-		if err := w.setCanonical(number, hash, rec); err != nil {
+		if err := w.setCanonical(number, hash, rec, had); err != nil {
 			return err
 		}
 	}
@@ -472,7 +472,7 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash, rec []byte) erro
 		if had {
 			replaced = true
 		}
-		if err := w.setCanonical(n-1, parent, nil); err != nil {
+		if err := w.setCanonical(n-1, parent, nil, had); err != nil {
 			return err
 		}
 		next, err := w.parentOf(n-1, parent)
@@ -510,11 +510,17 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash, rec []byte) erro
 
 // setCanonical makes hash the canonical block at number: its record (rec,
 // or else the one stored under its number and hash) moves into the
-// canonical entry, and the record of the block it replaces moves out.
-func (w *write) setCanonical(number uint64, hash backend.Hash, rec []byte) error {
-	if old, found, err := get(w.batch, canonicalKey(number)); err != nil {
-		return err
-	} else if found {
+// canonical entry, and the record of the block it replaces, when the
+// number had one (replacing), moves out.
+func (w *write) setCanonical(number uint64, hash backend.Hash, rec []byte, replacing bool) error {
+	if replacing {
+		old, found, err := get(w.batch, canonicalKey(number))
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("canonical block %d: %w", number, errCorrupt)
+		}
 		if err := w.uncanonical(number, old); err != nil {
 			return err
 		}
