@@ -43,9 +43,12 @@ var (
 // of each size into a new store and into memstore, and measures the
 // import rate, the bytes on disk per byte of block RLP, and random
 // BlockByNumber(n) over the whole chain: its latency (p50, p99, one
-// reader) and throughput (two readers), from a store just opened (cold:
-// Pebble's cache empty; the operating system's page cache is not
-// dropped) and again over the same blocks (warm). Rendered is the block
+// reader) and throughput (two readers), cold and warm. Cold reads each
+// read a block the store has not read since it opened (Pebble's cache
+// empty of it; the operating system's page cache is not dropped); a chain
+// of fewer blocks than reads is read whole several times, by a store
+// opened again each time. Warm reads the same blocks again, all of them in
+// the cache. Rendered is the block
 // BlockByNumber returns written as JSON; served is the answer to
 // eth_getBlockByNumber(n, true) through blockrpc's handler with its answer
 // cache off, without the network, which borrows a block from a store that
@@ -133,11 +136,8 @@ func measureScale(t *testing.T, n int) []string {
 	// garbage of the import collected (the example server collects it as
 	// a load ends), not a collection of it under way during the reads.
 	runtime.GC()
-	numbers := make([]backend.BlockNumber, *scaleReads)
-	rng := rand.New(rand.NewPCG(uint64(n), 2))
-	for i := range numbers {
-		numbers[i] = backend.BlockNumber(rng.IntN(n))
-	}
+	batches := coldBatches(n, *scaleReads)
+	numbers := slices.Concat(batches...)
 	rate := func(d time.Duration) string {
 		return fmt.Sprintf("%.0f | %.1f", float64(n)/d.Seconds(), float64(rlp)/1e6/d.Seconds())
 	}
@@ -148,37 +148,72 @@ func measureScale(t *testing.T, n int) []string {
 		}
 		return s
 	}
-	// Cold: each measurement on a store just opened.
+	// Cold: every batch on a store just opened, so that every read is of
+	// a block the store has not read since it opened.
+	coldLatencies := func(measure func(*Store, []backend.BlockNumber) []time.Duration) string {
+		var d []time.Duration
+		for _, b := range batches {
+			s := open()
+			d = append(d, measure(s, b)...)
+			s.Close()
+		}
+		return percentiles(d)
+	}
+	coldRate := func(measure func(*Store, []backend.BlockNumber) time.Duration) string {
+		var took time.Duration
+		for _, b := range batches {
+			s := open()
+			took += measure(s, b)
+			s.Close()
+		}
+		return perSecond(len(numbers), took)
+	}
+	read := func(s *Store, b []backend.BlockNumber) []time.Duration { return latencies(t, s, b) }
+	readTwo := func(s *Store, b []backend.BlockNumber) time.Duration { return throughput(t, s, b, false) }
+	render := func(s *Store, b []backend.BlockNumber) time.Duration { return throughput(t, s, b, true) }
+	answer := func(s *Store, b []backend.BlockNumber) []time.Duration { return serveLatencies(t, s, b) }
+	answerTwo := func(s *Store, b []backend.BlockNumber) time.Duration { return serveRate(t, s, b) }
+	cold := []string{coldLatencies(read), coldRate(readTwo), coldRate(render), coldLatencies(answer), coldRate(answerTwo)}
+	// Warm: the blocks of the cold reads again, all of them in the cache
+	// of a store that has read them.
 	s = open()
-	coldLat := latencies(t, s, numbers)
-	s.Close()
-	s = open()
-	coldRate := throughput(t, s, numbers, false)
-	s.Close()
-	s = open()
-	coldServeLat := serve(t, s, numbers, true)
-	s.Close()
-	s = open()
-	coldServe := serve(t, s, numbers, false)
-	s.Close()
-	s = open()
-	coldRender := throughput(t, s, numbers, true)
-	// Warm: the same blocks again.
-	warmLat := latencies(t, s, numbers)
-	warmRate := throughput(t, s, numbers, false)
-	warmRender := throughput(t, s, numbers, true)
-	warmServeLat, warmServe := serve(t, s, numbers, true), serve(t, s, numbers, false)
+	throughput(t, s, numbers, false)
+	all := func(d time.Duration) string { return perSecond(len(numbers), d) }
+	warmLat := percentiles(latencies(t, s, numbers))
+	warmRate := all(throughput(t, s, numbers, false))
+	warmRender := all(throughput(t, s, numbers, true))
+	warmServeLat, warmServe := percentiles(serveLatencies(t, s, numbers)), all(serveRate(t, s, numbers))
 	missLat, miss := missed(t, s, n, numbers)
 	s.Close()
-	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldRate, warmLat, warmRate, coldRender, warmRender, coldServeLat, coldServe, warmServeLat, warmServe, missLat, miss)}
+	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), cold[0], cold[1], warmLat, warmRate, cold[2], warmRender, cold[3], cold[4], warmServeLat, warmServe, missLat, miss)}
 	if n <= *scaleMem {
 		mem, memTime := memstoreOf(t, n)
 		runtime.GC()
-		lat, r, render := latencies(t, mem, numbers), throughput(t, mem, numbers, false), throughput(t, mem, numbers, true)
-		servedLat, served := serve(t, mem, numbers, true), serve(t, mem, numbers, false)
+		lat, r, render := percentiles(latencies(t, mem, numbers)), all(throughput(t, mem, numbers, false)), all(throughput(t, mem, numbers, true))
+		servedLat, served := percentiles(serveLatencies(t, mem, numbers)), all(serveRate(t, mem, numbers))
 		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | | |", n, rate(memTime), lat, r, lat, r, render, render, servedLat, served, servedLat, served))
 	}
 	return rows
+}
+
+// coldBatches returns reads numbers of random blocks of a chain of n
+// blocks, in batches in which no block appears twice: each batch is read
+// from a store just opened, so that every read misses the store's cache,
+// a cold read at every size. A chain of fewer blocks than reads gives
+// several batches, each a new order of the whole chain.
+func coldBatches(n, reads int) [][]backend.BlockNumber {
+	rng := rand.New(rand.NewPCG(uint64(n), 2))
+	var batches [][]backend.BlockNumber
+	for left := reads; left > 0; {
+		perm := rng.Perm(n)[:min(n, left)]
+		b := make([]backend.BlockNumber, len(perm))
+		for i, num := range perm {
+			b[i] = backend.BlockNumber(num)
+		}
+		batches = append(batches, b)
+		left -= len(b)
+	}
+	return batches
 }
 
 // missed serves blocks that are not in the store's cache while the cache
@@ -227,7 +262,7 @@ func missed(t *testing.T, s *Store, n int, read []backend.BlockNumber) (latency,
 			sets[i] = append(sets[i], num)
 		}
 	}
-	return serve(t, s, sets[0], true), serve(t, s, sets[1], false)
+	return percentiles(serveLatencies(t, s, sets[0])), perSecond(len(sets[1]), serveRate(t, s, sets[1]))
 }
 
 // memstoreOf returns a memstore holding the same n blocks as the Pebble
@@ -250,8 +285,9 @@ func memstoreOf(t *testing.T, n int) (*memstore.Store, time.Duration) {
 	return mem, took
 }
 
-// latencies reads the numbers one by one and returns "p50 | p99".
-func latencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) string {
+// latencies reads the numbers one by one and returns how long each read
+// took.
+func latencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) []time.Duration {
 	ctx := context.Background()
 	d := make([]time.Duration, len(numbers))
 	for i, n := range numbers {
@@ -262,7 +298,7 @@ func latencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) s
 			t.Fatalf("block %d: %v", n, err)
 		}
 	}
-	return percentiles(d)
+	return d
 }
 
 // percentiles returns "p50 | p99" of d, which it sorts.
@@ -272,10 +308,10 @@ func percentiles(d []time.Duration) string {
 	return us(d[len(d)/2]) + " | " + us(d[len(d)*99/100])
 }
 
-// throughput reads the numbers with two readers and returns reads a
-// second; with render, each block is also written as the JSON that
+// throughput reads the numbers with two readers and returns how long they
+// took; with render, each block is also written as the JSON that
 // eth_getBlockByNumber(n, true) answers, as the handler does.
-func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, render bool) string {
+func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, render bool) time.Duration {
 	ctx := context.Background()
 	return readRate(numbers, func() func(backend.BlockNumber) bool {
 		var buf []byte
@@ -293,35 +329,44 @@ func throughput(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, 
 	})
 }
 
-// serve answers eth_getBlockByNumber(n, true) for the numbers through
-// blockrpc's handler, its answer cache off (every answer rendered, as for
-// a block not asked for before). With latency, one reader asks, and serve
-// returns "p50 | p99"; otherwise two readers, and answers a second.
-func serve(t *testing.T, s backend.Backend, numbers []backend.BlockNumber, latency bool) string {
-	const key = "scale"
-	h := blockrpc.NewHandler(blockrpc.NewService(s), blockrpc.WithKeys(blockrpc.NewKeySet(key)), blockrpc.WithAnswerCache(0))
-	if latency {
-		d := make([]time.Duration, len(numbers))
-		a := newAnswerer(key)
-		for i, n := range numbers {
-			start := time.Now()
-			if !a.answer(t, h, n) {
-				return "failed"
-			}
-			d[i] = time.Since(start)
+// scaleHandler is blockrpc's handler over s with its answer cache off:
+// every answer rendered, as for a block not asked for before.
+func scaleHandler(s backend.Backend) http.Handler {
+	return blockrpc.NewHandler(blockrpc.NewService(s), blockrpc.WithKeys(blockrpc.NewKeySet(scaleKey)), blockrpc.WithAnswerCache(0))
+}
+
+const scaleKey = "scale"
+
+// serveLatencies asks scaleHandler for eth_getBlockByNumber(n, true) for
+// the numbers, one at a time, and returns how long each answer took.
+func serveLatencies(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) []time.Duration {
+	h := scaleHandler(s)
+	d := make([]time.Duration, len(numbers))
+	a := newAnswerer(scaleKey)
+	for i, n := range numbers {
+		start := time.Now()
+		if !a.answer(t, h, n) {
+			t.FailNow()
 		}
-		return percentiles(d)
+		d[i] = time.Since(start)
 	}
+	return d
+}
+
+// serveRate asks as serveLatencies does, with two readers, and returns how
+// long they took.
+func serveRate(t *testing.T, s backend.Backend, numbers []backend.BlockNumber) time.Duration {
+	h := scaleHandler(s)
 	return readRate(numbers, func() func(backend.BlockNumber) bool {
-		a := newAnswerer(key)
+		a := newAnswerer(scaleKey)
 		return func(n backend.BlockNumber) bool { return a.answer(t, h, n) }
 	})
 }
 
 // readRate reads the numbers with two readers, each made by newReader and
-// taking every other number until it reports a failure, and returns reads
-// a second.
-func readRate(numbers []backend.BlockNumber, newReader func() func(backend.BlockNumber) bool) string {
+// taking every other number until it reports a failure, and returns how
+// long they took.
+func readRate(numbers []backend.BlockNumber, newReader func() func(backend.BlockNumber) bool) time.Duration {
 	var wg sync.WaitGroup
 	start := time.Now()
 	const readers = 2
@@ -338,7 +383,12 @@ func readRate(numbers []backend.BlockNumber, newReader func() func(backend.Block
 		}()
 	}
 	wg.Wait()
-	return fmt.Sprintf("%.0f", float64(len(numbers))/time.Since(start).Seconds())
+	return time.Since(start)
+}
+
+// perSecond is reads a second, for reads that took d.
+func perSecond(reads int, d time.Duration) string {
+	return fmt.Sprintf("%.0f", float64(reads)/d.Seconds())
 }
 
 // answerer asks a handler for blocks, reusing its request and writer.
