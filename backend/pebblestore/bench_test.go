@@ -173,7 +173,8 @@ func measureScale(t *testing.T, n int) []string {
 	render := func(s *Store, b []backend.BlockNumber) time.Duration { return throughput(t, s, b, true) }
 	answer := func(s *Store, b []backend.BlockNumber) []time.Duration { return serveLatencies(t, s, b) }
 	answerTwo := func(s *Store, b []backend.BlockNumber) time.Duration { return serveRate(t, s, b) }
-	cold := []string{coldLatencies(read), coldRate(readTwo), coldRate(render), coldLatencies(answer), coldRate(answerTwo)}
+	coldLat, coldReads, coldRender := coldLatencies(read), coldRate(readTwo), coldRate(render)
+	coldServeLat, coldServe := coldLatencies(answer), coldRate(answerTwo)
 	// Warm: the blocks of the cold reads again, all of them in the cache
 	// of a store that has read them.
 	s = open()
@@ -185,7 +186,7 @@ func measureScale(t *testing.T, n int) []string {
 	warmServeLat, warmServe := percentiles(serveLatencies(t, s, numbers)), all(serveRate(t, s, numbers))
 	missLat, miss := missed(t, s, n, numbers)
 	s.Close()
-	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), cold[0], cold[1], warmLat, warmRate, cold[2], warmRender, cold[3], cold[4], warmServeLat, warmServe, missLat, miss)}
+	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldReads, warmLat, warmRate, coldRender, warmRender, coldServeLat, coldServe, warmServeLat, warmServe, missLat, miss)}
 	if n <= *scaleMem {
 		mem, memTime := memstoreOf(t, n)
 		runtime.GC()
