@@ -247,12 +247,11 @@ func checkConsistent(t *testing.T, s *Store) uint64 {
 			n, _ := decodeUint64(it.Key()[1:])
 			var h backend.Hash
 			copy(h[:], it.Value())
-			r, found, err := v.block(n, h, decodeAll)
+			// A block not stored is an error of decoded's.
+			r, err := v.decoded(blockRef{number: n, hash: h}, decodeAll)
 			switch {
 			case err != nil:
-				return err
-			case !found:
-				return fmt.Errorf("canonical block %d (%s) is not stored", n, h)
+				return fmt.Errorf("canonical %w", err) // err names the block
 			case r.block.Hash != h || r.block.Number != n:
 				return fmt.Errorf("canonical %d (%s) holds block %d (%s)", n, h, r.block.Number, r.block.Hash)
 			}
@@ -296,8 +295,8 @@ func checkConsistent(t *testing.T, s *Store) uint64 {
 			var h backend.Hash
 			copy(h[:], hit.Key()[1:])
 			n, _ := decodeUint64(hit.Value())
-			if _, found, err := v.block(n, h, decodeUncles); !found {
-				return fmt.Errorf("block %s is indexed at %d but not stored: %v", h, n, err)
+			if _, err := v.decoded(blockRef{number: n, hash: h}, decodeUncles); err != nil {
+				return err // err names the block
 			}
 		}
 		return it.Error()

@@ -406,17 +406,6 @@ func (v *view) canonicalEnd(highest bool) (uint64, bool, error) {
 	return n, true, nil
 }
 
-// block reads the record of the block number/hash with its total
-// difficulties.
-func (v *view) block(number uint64, hash backend.Hash, parts decodeParts) (*entry, bool, error) {
-	rec, found, err := v.recordOf(number, hash)
-	if !found {
-		return nil, false, err
-	}
-	r, err := v.decode(blockRef{number: number, hash: hash}, rec, parts)
-	return r, err == nil, err
-}
-
 // decode decodes the record of the block ref names, as parts says, and
 // adds the total difficulties learnt after it was stored.
 func (v *view) decode(ref blockRef, rec []byte, parts decodeParts) (*entry, error) {
