@@ -291,6 +291,11 @@ type decoder struct {
 	prealloc bool
 	// borrow makes byte slices refer to the record instead of copying.
 	borrow bool
+
+	// A Splitter's withdrawals and transaction hashes of the record
+	// before, whose memory body takes again when it has the room.
+	withdrawals []backend.Withdrawal
+	txHashes    []backend.Hash
 }
 
 // reserve sizes the arena for a record of n bytes holding about txs
@@ -330,6 +335,20 @@ func carve[T any](pool *[]T, n int) []T {
 	s := (*pool)[start : start+n : start+n]
 	clear(s)
 	return s
+}
+
+// reuse returns n elements, not zeroed, of *buf, which it makes anew when
+// it has not the room. None is an empty slice, not nil: the two encode
+// apart.
+func reuse[T any](buf *[]T, n int) []T {
+	if n == 0 {
+		return []T{}
+	}
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	*buf = (*buf)[:n]
+	return *buf
 }
 
 // copyBytes returns a copy of b from the arena, with no room to append
@@ -611,19 +630,47 @@ func DecodeHeader(rec []byte) (*backend.Block, []*backend.Uncle, error) {
 // of another read of the record); the block refers to none of rec. A
 // transaction that does not decode is found when txs is read.
 func Split(rec []byte) (b *backend.Block, txs Transactions, err error) {
-	// The block and its header's optional values in one allocation, for
-	// a block of the latest fork, rather than one each.
-	front := new(struct {
-		block   backend.Block
-		u256s   [2]uint256.Int // the base fee and the total difficulty
-		hashes  [3]backend.Hash
-		uint64s [2]uint64
-	})
-	d := decoder{buf: rec, u256s: front.u256s[:0], hashes: front.hashes[:0], uint64s: front.uint64s[:0]}
-	if b, _, err = d.front(&front.block); err != nil {
+	return new(Splitter).Split(rec)
+}
+
+// A Splitter splits records as Split does, into memory it keeps for the
+// next record: the block it returns, and what the block refers to, are
+// valid until its next Split. It is for a store that splits a record at
+// every read to lend its block, which the borrower is done with before
+// the store lends another: a block of the latest fork then costs no
+// allocation, where Split makes the block, its withdrawals and its extra
+// data anew. The zero value is ready to use.
+type Splitter struct {
+	// The block and its header's optional values in one value, for a
+	// block of the latest fork, rather than one each.
+	block   backend.Block
+	u256s   [2]uint256.Int // the base fee and the total difficulty
+	hashes  [3]backend.Hash
+	uint64s [2]uint64
+
+	extra       [32]byte // the extra data, at most 32 bytes since Frontier
+	withdrawals []backend.Withdrawal
+	txHashes    []backend.Hash
+}
+
+// Split is the package's Split, into s's memory.
+func (s *Splitter) Split(rec []byte) (b *backend.Block, txs Transactions, err error) {
+	s.block = backend.Block{}
+	d := decoder{
+		buf:         rec,
+		u256s:       s.u256s[:0],
+		hashes:      s.hashes[:0],
+		uint64s:     s.uint64s[:0],
+		arena:       s.extra[:0],
+		prealloc:    true,
+		withdrawals: s.withdrawals,
+		txHashes:    s.txHashes,
+	}
+	if b, _, err = d.front(&s.block); err != nil {
 		return nil, nil, err
 	}
 	d.body(b)
+	s.withdrawals, s.txHashes = d.withdrawals, d.txHashes
 	txs = d.buf
 	if _, isNil := d.count(minTxBytes); isNil && d.err == nil {
 		if len(d.buf) != 0 {
@@ -701,7 +748,7 @@ func (d *decoder) front(b *backend.Block) (*backend.Block, []*backend.Uncle, err
 // withdrawals and the transaction hashes.
 func (d *decoder) body(b *backend.Block) {
 	if n, isNil := d.count(minWithdrawalBytes); !isNil {
-		b.Withdrawals = make([]backend.Withdrawal, n)
+		b.Withdrawals = reuse(&d.withdrawals, n)
 		for i := range b.Withdrawals {
 			w := &b.Withdrawals[i]
 			w.Index = d.uvarint()
@@ -711,7 +758,7 @@ func (d *decoder) body(b *backend.Block) {
 		}
 	}
 	if n, isNil := d.count(32); !isNil {
-		b.TransactionHashes = make([]backend.Hash, n)
+		b.TransactionHashes = reuse(&d.txHashes, n)
 		for i := range b.TransactionHashes {
 			b.TransactionHashes[i] = d.hash()
 		}

@@ -97,8 +97,10 @@ func lentJSON(rec []byte, fullTx bool) ([]byte, error) {
 
 // TestSplit writes every block of TestRecordRoundTrip lent from its
 // record as Decode's block is written, in both forms, and finds the front
-// whole: only the transactions are left encoded.
+// whole: only the transactions are left encoded. One Splitter splits
+// them all as Split does, whatever the block before it left in its memory.
 func TestSplit(t *testing.T) {
+	var sp record.Splitter
 	n := eachRecord(t, func(b *backend.Block, _ blocksample.Sample, rec []byte) {
 		dec, _, err := record.Decode(rec)
 		if err != nil {
@@ -124,8 +126,40 @@ func TestSplit(t *testing.T) {
 		if diff := cmp.Diff(want, front); diff != "" {
 			t.Fatalf("block %d's front splits differently (-want +got):\n%s", b.Number, diff)
 		}
+		reused, reusedTxs, err := sp.Split(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(reusedTxs, txs) || (reusedTxs == nil) != (txs == nil) {
+			t.Fatalf("block %d: a Splitter leaves %d bytes of transactions, Split %d", b.Number, len(reusedTxs), len(txs))
+		}
+		if diff := cmp.Diff(want, reused); diff != "" {
+			t.Fatalf("block %d's front splits differently with a Splitter (-want +got):\n%s", b.Number, diff)
+		}
 	})
 	t.Logf("%d blocks", n)
+}
+
+// TestSplitterAllocates finds that a Splitter splits the record of a block
+// of the latest fork, with withdrawals and transactions, into the memory
+// it kept from the record before: a store lends such a block at every
+// read.
+func TestSplitterAllocates(t *testing.T) {
+	block := blocksample.Synth(2, 60)[1].Block
+	if len(block.Withdrawals) == 0 || len(block.Transactions) == 0 || block.RequestsHash == nil {
+		t.Fatalf("block %d: %d withdrawals, %d transactions, requests hash %v: not a block of the latest fork", block.Number, len(block.Withdrawals), len(block.Transactions), block.RequestsHash)
+	}
+	rec := record.Append(nil, block, nil)
+	var sp record.Splitter
+	split := func() {
+		if _, _, err := sp.Split(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	split()
+	if n := testing.AllocsPerRun(100, split); n != 0 {
+		t.Errorf("%.0f allocations a split, want 0", n)
+	}
 }
 
 // BenchmarkDecodeNext reads the transactions of a mainnet-shaped block
