@@ -589,14 +589,20 @@ func (v *view) decoded(ref blockRef, parts decodeParts) (*entry, error) {
 }
 
 // lend calls f with the block ref names, lent as backend.Lender lends:
-// split from its record (record.Split), whose transactions f reads from
-// the view's memory.
+// split from its record into a pooled Splitter's memory, which f is done
+// with when it returns, and whose transactions f reads from the view's
+// memory.
 func (v *view) lend(ref blockRef, f func(*backend.Block, backend.TransactionDecoder) error) error {
 	rec, err := v.record(ref)
 	if err != nil {
 		return err
 	}
-	b, txs, err := record.Split(rec)
+	l := lendings.Get().(*lending)
+	defer func() {
+		l.txs.Reset(nil, nil) // so that the pool keeps none of the database's memory
+		lendings.Put(l)
+	}()
+	b, txs, err := l.split.Split(rec)
 	if err != nil {
 		return fmt.Errorf("%v: %w", ref, err)
 	}
@@ -622,18 +628,24 @@ func (v *view) lend(ref blockRef, f func(*backend.Block, backend.TransactionDeco
 	if txs == nil {
 		return f(b, nil)
 	}
-	r := readers.Get().(*record.TransactionReader)
-	defer func() {
-		r.Reset(nil, nil) // so that the pool keeps none of the database's memory
-		readers.Put(r)
-	}()
-	r.Reset(txs, b.BaseFeePerGas)
-	return f(b, r)
+	l.txs.Reset(txs, b.BaseFeePerGas)
+	return f(b, &l.txs)
 }
 
-// readers are the transaction readers of lent blocks: each is lent with
-// its block, and back once the borrower is done.
-var readers = sync.Pool{New: func() any { return new(record.TransactionReader) }}
+// A lending is the memory of a lent block: its front, split from its
+// record, and the reader of its transactions. Kept from one read to the
+// next, it spares the collector the block of every read: in
+// BenchmarkBlockByNumber/pebble/lend, 25 bytes allocated a read against
+// 1,831 with record.Split, and 2.3 to 2.4 µs against 3.4 to 3.9 (three
+// interleaved runs).
+type lending struct {
+	split record.Splitter
+	txs   record.TransactionReader
+}
+
+// lendings are the memory of lent blocks, each back once the borrower is
+// done.
+var lendings = sync.Pool{New: func() any { return new(lending) }}
 
 // record returns the record of the block ref names, valid until the
 // view's next call.
