@@ -180,33 +180,24 @@ func (w *write) canonical(number uint64) (backend.Hash, bool, error) {
 }
 
 // withRecord calls f with the record of the stored block number/hash,
-// valid during the call, and reports whether the block is stored.
-func (w *write) withRecord(number uint64, hash backend.Hash, f func(rec []byte) error) (bool, error) {
-	v, closer, err := w.batch.Get(canonicalKey(number))
-	switch {
-	case err == nil:
-		h, rec, err := splitCanonical(v)
-		if err == nil && h == hash {
-			err = f(rec)
-			closer.Close()
-			return true, err
-		}
-		closer.Close()
-		if err != nil {
-			return false, err
-		}
-	case !errors.Is(err, pebble.ErrNotFound):
-		return false, err
-	}
-	v, closer, err = w.batch.Get(recordKey(number, hash))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
+// valid during the call, and reports whether the block is stored. It
+// reads the batch as a read call reads the database (view.recordOf), so
+// that where a block's record is kept is decided in one place.
+func (w *write) withRecord(number uint64, hash backend.Hash, f func(rec []byte) error) (found bool, err error) {
+	it, err := w.batch.NewIter(nil)
 	if err != nil {
 		return false, err
 	}
-	defer closer.Close()
-	return true, f(v)
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	rec, found, err := (&view{it: it}).recordOf(number, hash)
+	if !found {
+		return false, err
+	}
+	return true, f(rec)
 }
 
 // parentOf returns the parent hash of a stored block, read from its
