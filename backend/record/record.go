@@ -648,7 +648,10 @@ type Splitter struct {
 	hashes  [3]backend.Hash
 	uint64s [2]uint64
 
-	extra       [32]byte // the extra data, at most 32 bytes since Frontier
+	// The extra data: 32 bytes at most by the consensus rules of
+	// Ethereum's mainnet; a longer one (a Clique chain's, which holds
+	// signatures) is allocated.
+	extra       [32]byte
 	withdrawals []backend.Withdrawal
 	txHashes    []backend.Hash
 }

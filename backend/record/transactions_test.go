@@ -184,3 +184,27 @@ func BenchmarkDecodeNext(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSplit splits the record of a mainnet-shaped block (synthetic:
+// 180 transactions of every type, withdrawals) into a new block each
+// time, and into a Splitter's memory, as a store lends a block.
+func BenchmarkSplit(b *testing.B) {
+	rec := record.Append(nil, blocksample.Synth(2, 180)[1].Block, nil)
+	b.Run("Split", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := record.Split(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Splitter", func(b *testing.B) {
+		b.ReportAllocs()
+		var sp record.Splitter
+		for b.Loop() {
+			if _, _, err := sp.Split(rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
