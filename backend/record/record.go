@@ -224,7 +224,12 @@ func (e *encoder) transaction(tx *backend.Transaction) {
 
 // Append appends the record of a sealed block (backend.Seal) and its
 // sealed uncles to dst. The total difficulties are the block's and the
-// uncles' own, nil where unknown; the pending flag is not kept.
+// uncles' own, nil where unknown; the pending flag is not kept. A block
+// given with both its Transactions and their TransactionHashes keeps both,
+// 32 bytes a transaction more: Split then gives the hashes beside the
+// encoded transactions, so that a store that lends the block serves it
+// without transaction details without decoding them. Decode gives the
+// transactions alone, as for a block given without the hashes.
 func Append(dst []byte, b *backend.Block, uncles []*backend.Uncle) []byte {
 	e := encoder{buf: dst}
 	e.byte(Version)
@@ -623,9 +628,10 @@ func DecodeHeader(rec []byte) (*backend.Block, []*backend.Uncle, error) {
 // Split decodes a record but for its transactions, which it leaves
 // encoded in txs: for a store that lends the block (backend.Lender), whose
 // transactions are decoded one at a time as they are written
-// (Transactions.Reader). The block is Decode's with neither Transactions
-// nor TransactionHashes when it has transactions, txs holding both; for a
-// block held by its transaction hashes, txs is nil and the block has them.
+// (Transactions.Reader). The block is Decode's without Transactions when
+// it has transactions, txs holding them, and with their TransactionHashes
+// when the record holds them too (Append); for a block held by its
+// transaction hashes, txs is nil and the block has them.
 // txs is the end of rec and refers to it (so a store may take the same end
 // of another read of the record); the block refers to none of rec. A
 // transaction that does not decode is found when txs is read.
@@ -684,11 +690,6 @@ func (s *Splitter) Split(rec []byte) (b *backend.Block, txs Transactions, err er
 	if d.err != nil {
 		return nil, nil, d.err
 	}
-	if txs != nil {
-		// Decode's block writes the hashes of its transactions, not
-		// TransactionHashes, when it has both.
-		b.TransactionHashes = nil
-	}
 	return b, txs, nil
 }
 
@@ -713,6 +714,11 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	}
 	d.body(b)
 	b.Transactions = d.transactions(b.BaseFeePerGas)
+	if b.Transactions != nil {
+		// Hashes kept beside the transactions are for a lent block; a
+		// block has one or the other.
+		b.TransactionHashes = nil
+	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail()
 	}

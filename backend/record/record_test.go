@@ -37,9 +37,11 @@ func everyForkChain(t testing.TB) []blocksample.Sample {
 
 // eachRecord calls f with every block of the sample chains (every fork and
 // transaction type, uncles, hash-only blocks, the pending block, mainnet's
-// shape), with its total difficulty and without, and its record. It
-// returns how many blocks it gave.
-func eachRecord(t *testing.T, f func(b *backend.Block, s blocksample.Sample, rec []byte)) int {
+// shape), with its total difficulty and without, and its record; a block
+// with transactions comes again with a record that also holds their hashes
+// (hashes true), which a store that lends blocks writes. It returns how
+// many blocks it gave.
+func eachRecord(t *testing.T, f func(b *backend.Block, s blocksample.Sample, rec []byte, hashes bool)) int {
 	var all []blocksample.Sample
 	all = append(all, everyForkChain(t)...)
 	all = append(all, blocksample.Demo(t)...)
@@ -48,17 +50,30 @@ func eachRecord(t *testing.T, f func(b *backend.Block, s blocksample.Sample, rec
 		noTD := s.Block.Copy()
 		noTD.TotalDifficulty = nil
 		for _, b := range []*backend.Block{s.Block, noTD} {
-			f(b, s, record.Append(nil, b, s.Uncles))
+			f(b, s, record.Append(nil, b, s.Uncles), false)
+			if len(b.Transactions) > 0 {
+				f(b, s, record.Append(nil, withHashes(b), s.Uncles), true)
+			}
 		}
 	}
 	return len(all)
+}
+
+// withHashes returns b with the hashes of its transactions beside them.
+func withHashes(b *backend.Block) *backend.Block {
+	c := *b
+	c.TransactionHashes = make([]backend.Hash, len(b.Transactions))
+	for i, tx := range b.Transactions {
+		c.TransactionHashes[i] = tx.Hash
+	}
+	return &c
 }
 
 // TestRecordRoundTrip decodes every encoded block to the same values,
 // nil and empty kept apart, for blocks of every fork and transaction type,
 // uncles, hash-only blocks, the pending block, unknown total difficulties.
 func TestRecordRoundTrip(t *testing.T) {
-	n := eachRecord(t, func(b *backend.Block, s blocksample.Sample, rec []byte) {
+	n := eachRecord(t, func(b *backend.Block, s blocksample.Sample, rec []byte, _ bool) {
 		got, uncles, err := record.Decode(rec)
 		if err != nil {
 			t.Fatalf("block %d: %v", b.Number, err)

@@ -97,11 +97,12 @@ func lentJSON(rec []byte, fullTx bool) ([]byte, error) {
 
 // TestSplit writes every block of TestRecordRoundTrip lent from its
 // record as Decode's block is written, in both forms, and finds the front
-// whole: only the transactions are left encoded. One Splitter splits
-// them all as Split does, whatever the block before it left in its memory.
+// whole: only the transactions are left encoded, with their hashes when
+// the record holds them. One Splitter splits them all as Split does,
+// whatever the block before it left in its memory.
 func TestSplit(t *testing.T) {
 	var sp record.Splitter
-	n := eachRecord(t, func(b *backend.Block, _ blocksample.Sample, rec []byte) {
+	n := eachRecord(t, func(b *backend.Block, _ blocksample.Sample, rec []byte, hashes bool) {
 		dec, _, err := record.Decode(rec)
 		if err != nil {
 			t.Fatalf("block %d: %v", b.Number, err)
@@ -122,6 +123,9 @@ func TestSplit(t *testing.T) {
 		want := dec.Copy()
 		if txs != nil {
 			want.Transactions, want.TransactionHashes = nil, nil
+			if hashes {
+				want.TransactionHashes = withHashes(dec).TransactionHashes
+			}
 		}
 		if diff := cmp.Diff(want, front); diff != "" {
 			t.Fatalf("block %d's front splits differently (-want +got):\n%s", b.Number, diff)
