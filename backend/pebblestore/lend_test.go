@@ -167,3 +167,56 @@ func TestLendWhileReorganising(t *testing.T) {
 	close(stop)
 	t.Logf("600 lookups during %d reorganisations", <-reorgs)
 }
+
+// TestLendTransactionHashes finds every lent block that has transactions
+// lent with their hashes beside them, canonical, on a side branch or
+// pending, as the handler needs to answer without transaction details
+// without decoding the transactions.
+func TestLendTransactionHashes(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, nil)
+	main, fork := reorgChain(t, s)
+	pending := main.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(2)(0, g) })
+	if err := s.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want *backend.Block) func(*backend.Block, backend.TransactionDecoder) error {
+		return func(b *backend.Block, txs backend.TransactionDecoder) error {
+			if len(want.Transactions) == 0 {
+				return nil
+			}
+			if txs == nil || len(b.TransactionHashes) != len(want.Transactions) {
+				t.Errorf("block %d lent with %d transaction hashes, decoder %v; it has %d transactions", want.Number, len(b.TransactionHashes), txs != nil, len(want.Transactions))
+				return nil
+			}
+			for i, tx := range want.Transactions {
+				if b.TransactionHashes[i] != tx.Hash {
+					t.Errorf("block %d, transaction %d lent with hash %s, want %s", want.Number, i, b.TransactionHashes[i], tx.Hash)
+				}
+			}
+			return nil
+		}
+	}
+	var blocks []*backend.Block
+	for n := range main.Head().Number + 1 {
+		blocks = append(blocks, main.Block(n))
+	}
+	for n := uint64(5); n <= fork.Head().Number; n++ {
+		blocks = append(blocks, fork.Block(n))
+	}
+	withTxs := 0
+	for _, b := range blocks {
+		if len(b.Transactions) > 0 {
+			withTxs++
+		}
+		if err := s.LendBlockByHash(ctx, b.Hash, check(b)); err != nil {
+			t.Fatalf("block %d (%s): %v", b.Number, b.Hash, err)
+		}
+	}
+	if err := s.LendBlockByNumber(ctx, backend.Pending, check(pending)); err != nil {
+		t.Fatal(err)
+	}
+	if withTxs == 0 || len(pending.Transactions) == 0 {
+		t.Fatalf("%d blocks with transactions, %d pending transactions: nothing was checked", withTxs, len(pending.Transactions))
+	}
+}

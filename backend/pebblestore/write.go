@@ -301,12 +301,30 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle, writeRecord bo
 			return nil, err
 		}
 	}
-	rec := record.Append(make([]byte, 0, b.Size+uint64(64*len(b.Transactions)+512)), b, uncles)
+	rec := record.Append(make([]byte, 0, b.Size+uint64(96*len(b.Transactions)+512)), lendable(b), uncles)
 	if writeRecord {
 		w.set(recordKey(b.Number, b.Hash), rec)
 	}
 	w.set(numberKey(b.Hash), encodeUint64(b.Number))
 	return rec, w.applyTDs(updates)
+}
+
+// lendable returns b with the hashes of its transactions beside them,
+// for its record to hold both (record.Append): a block lent to be served
+// without transaction details then gives its hashes without its
+// transactions being decoded, which took most of the time of such an
+// answer. It costs 32 bytes a transaction, 5% of a block of mainnet's
+// shape with 8 transactions.
+func lendable(b *backend.Block) *backend.Block {
+	if len(b.Transactions) == 0 || b.TransactionHashes != nil {
+		return b
+	}
+	c := *b
+	c.TransactionHashes = make([]backend.Hash, len(b.Transactions))
+	for i, tx := range b.Transactions {
+		c.TransactionHashes[i] = tx.Hash
+	}
+	return &c
 }
 
 // readd checks what a block added again gives against the stored block. A
@@ -618,7 +636,7 @@ func (s *Store) SetPending(block *backend.Block) error {
 		if err := backend.SettleTotalDifficulty("totalDifficulty", &b.TotalDifficulty, parentTD, &b.Difficulty); err != nil {
 			return blockError(b, fmt.Errorf("pending: %w", err))
 		}
-		w.set(keyPending, record.Append(nil, b, nil))
+		w.set(keyPending, record.Append(nil, lendable(b), nil))
 		return nil
 	})
 }
