@@ -312,9 +312,12 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle, writeRecord bo
 // lendable returns b with the hashes of its transactions beside them,
 // for its record to hold both (record.Append): a block lent to be served
 // without transaction details then gives its hashes without its
-// transactions being decoded, which took most of the time of such an
-// answer. It costs 32 bytes a transaction, 5% of a block of mainnet's
-// shape with 8 transactions.
+// transactions being decoded, which took about 40% of the time of such an
+// answer (13,002 against 22,131 answers a second through the example
+// server, blocks of 180 transactions). The hashes are 32 bytes a
+// transaction, but compression finds most of them again in their
+// transactions: at 10^6 blocks of 8 transactions (TestScale), the tables
+// took 0.910 of the RLP against 0.888.
 func lendable(b *backend.Block) *backend.Block {
 	if len(b.Transactions) == 0 || b.TransactionHashes != nil {
 		return b
