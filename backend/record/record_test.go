@@ -24,11 +24,7 @@ func everyForkChain(t testing.TB) []blocksample.Sample {
 	})
 	out := blocksample.FromChain(t, b.Store())
 	for _, s := range out[len(out)-6:] {
-		h := s.Block.Copy()
-		h.TransactionHashes = make([]backend.Hash, len(h.Transactions))
-		for i, tx := range h.Transactions {
-			h.TransactionHashes[i] = tx.Hash
-		}
+		h := withHashes(s.Block.Copy())
 		h.Transactions = nil
 		out = append(out, blocksample.Sample{Block: h, Uncles: s.Uncles})
 	}
