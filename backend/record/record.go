@@ -678,7 +678,9 @@ func (s *Splitter) Split(rec []byte) (b *backend.Block, txs Transactions, err er
 	if b, _, err = d.front(&s.block); err != nil {
 		return nil, nil, err
 	}
-	d.body(b)
+	if hashes, hasHashes := d.body(b); hasHashes {
+		d.transactionHashes(b, hashes)
+	}
 	s.withdrawals, s.txHashes = d.withdrawals, d.txHashes
 	txs = d.buf
 	if _, isNil := d.count(minTxBytes); isNil && d.err == nil {
@@ -712,12 +714,12 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	if !whole || err != nil {
 		return b, uncles, err
 	}
-	d.body(b)
+	hashes, hasHashes := d.body(b)
 	b.Transactions = d.transactions(b.BaseFeePerGas)
-	if b.Transactions != nil {
+	if b.Transactions == nil && hasHashes {
 		// Hashes kept beside the transactions are for a lent block; a
-		// block has one or the other.
-		b.TransactionHashes = nil
+		// decoded block has one or the other.
+		d.transactionHashes(b, hashes)
 	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail()
@@ -754,8 +756,9 @@ func (d *decoder) front(b *backend.Block) (*backend.Block, []*backend.Uncle, err
 }
 
 // body decodes what follows the front up to the transactions: the
-// withdrawals and the transaction hashes.
-func (d *decoder) body(b *backend.Block) {
+// withdrawals, and the transaction hashes, which it returns as they are
+// in the record, for the caller that wants them (transactionHashes).
+func (d *decoder) body(b *backend.Block) (hashes []byte, hasHashes bool) {
 	if n, isNil := d.count(minWithdrawalBytes); !isNil {
 		b.Withdrawals = reuse(&d.withdrawals, n)
 		for i := range b.Withdrawals {
@@ -766,11 +769,16 @@ func (d *decoder) body(b *backend.Block) {
 			w.Amount = d.uvarint()
 		}
 	}
-	if n, isNil := d.count(32); !isNil {
-		b.TransactionHashes = reuse(&d.txHashes, n)
-		for i := range b.TransactionHashes {
-			b.TransactionHashes[i] = d.hash()
-		}
+	n, isNil := d.count(32)
+	return d.next(32 * n), !isNil
+}
+
+// transactionHashes sets b's TransactionHashes from the hashes body
+// returned.
+func (d *decoder) transactionHashes(b *backend.Block, hashes []byte) {
+	b.TransactionHashes = reuse(&d.txHashes, len(hashes)/32)
+	for i := range b.TransactionHashes {
+		copy(b.TransactionHashes[i][:], hashes[32*i:])
 	}
 }
 
