@@ -171,10 +171,7 @@ func (v blockView) copy() (*backend.Block, error) {
 		c.Hash, c.Number, c.Nonce, c.LogsBloom = backend.Hash{}, 0, backend.Nonce{}, backend.Bloom{}
 	}
 	if !v.fullTx && c.Transactions != nil {
-		c.TransactionHashes = make([]backend.Hash, len(c.Transactions))
-		for i, tx := range c.Transactions {
-			c.TransactionHashes[i] = tx.Hash
-		}
+		c.TransactionHashes = backend.TransactionHashes(c.Transactions)
 		c.Transactions = nil
 	}
 	return c, nil

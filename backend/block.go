@@ -53,6 +53,16 @@ func (b *Block) TxCount() int {
 	return len(b.TransactionHashes)
 }
 
+// TransactionHashes returns the hash of each transaction: what a block
+// known only by its transaction hashes holds in their place.
+func TransactionHashes(txs []*Transaction) []Hash {
+	hashes := make([]Hash, len(txs))
+	for i, tx := range txs {
+		hashes[i] = tx.Hash
+	}
+	return hashes
+}
+
 // BlockSize returns the length of a block's RLP encoding: the header, the
 // transactions, the uncle headers and, from Shanghai on (when the header has
 // a withdrawals root), the withdrawals. This is the block's "size".

@@ -83,10 +83,7 @@ func (s *Store) newEntry(b *backend.Block, uncles []*backend.Uncle) *entry {
 		encodings.Put(scratch)
 		light := *b
 		light.Transactions = nil
-		light.TransactionHashes = make([]backend.Hash, len(b.Transactions))
-		for i, tx := range b.Transactions {
-			light.TransactionHashes[i] = tx.Hash
-		}
+		light.TransactionHashes = backend.TransactionHashes(b.Transactions)
 		e.block = &light
 	}
 	return e

@@ -308,10 +308,7 @@ func testHashOnly(t *testing.T, s Store) {
 		full, _ := ref.BlockByNumber(ctx, n)
 		b := full.Copy()
 		if len(b.Transactions) > 0 {
-			b.TransactionHashes = make([]backend.Hash, len(b.Transactions))
-			for i, tx := range b.Transactions {
-				b.TransactionHashes[i] = tx.Hash
-			}
+			b.TransactionHashes = backend.TransactionHashes(b.Transactions)
 			b.Transactions = nil
 		}
 		for _, dst := range []backend.Writer{want, s} {

@@ -323,10 +323,7 @@ func lendable(b *backend.Block) *backend.Block {
 		return b
 	}
 	c := *b
-	c.TransactionHashes = make([]backend.Hash, len(b.Transactions))
-	for i, tx := range b.Transactions {
-		c.TransactionHashes[i] = tx.Hash
-	}
+	c.TransactionHashes = backend.TransactionHashes(b.Transactions)
 	return &c
 }
 
