@@ -78,3 +78,16 @@ func Example_implementingBackend() {
 	// {"difficulty":"0x0","extraData":"0x","gasLimit":"0x1c9c380",
 	// not found
 }
+
+// A store that keeps blocks without their transactions' bodies (pruned,
+// or header-only) holds their hashes in their place; such a block is
+// served only without transaction details.
+func ExampleTransactionHashes() {
+	b := &backend.Block{Transactions: []*backend.Transaction{{Hash: backend.Hash{0xaa}}, {Hash: backend.Hash{0xbb}}}}
+	b.TransactionHashes, b.Transactions = backend.TransactionHashes(b.Transactions), nil
+	fmt.Println(b.TxCount(), b.HasTransactionBodies())
+	fmt.Println(b.TransactionHashes[1])
+	// Output:
+	// 2 false
+	// 0xbb00000000000000000000000000000000000000000000000000000000000000
+}
