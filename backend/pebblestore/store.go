@@ -168,6 +168,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		l.FilterPolicy = bloom.FilterPolicy(10)
 		l.FilterType = pebble.TableFilter
 		l.BlockSize = blockSize
+		l.IndexBlockSize = indexBlockSize
 		l.Compression = func() *sstable.CompressionProfile { return compression }
 	}
 	for i := range po.TargetFileSizes {
@@ -201,10 +202,24 @@ func Open(dir string, opts *Options) (*Store, error) {
 // 0.87×; TestEncodingSizes: calldata is mostly zero padding).
 var compression = sstable.FastestCompression
 
-// blockSize is the target size of the data blocks of the database's files.
-// A read decompresses a whole block for one record of a few KB: smaller
-// blocks keep that work near the record's own size.
-var blockSize = 8 << 10
+// blockSize is the target size of the data blocks of the database's files,
+// before compression. A read that misses the cache reads, decompresses and
+// caches a whole block for one record of a few KB, and Pebble closes a
+// block once it holds about blockSize bytes. At 10^6 blocks of 8
+// transactions (5.3 KB of RLP each), a data block took 6.2 KB on disk on
+// average at 4 KB, 9.0 KB at 8 KB, and the tables 0.925 of the RLP
+// against 0.910.
+const blockSize = 4 << 10
+
+// indexBlockSize is the target size of the blocks of a file's index. The
+// index of a file of 10^4 records is 150 to 180 KB on disk: in blocks of
+// blockSize it is 38 of them a file at 10^6 blocks, each one more block
+// read for the first cold read that needs it; at 64 KB it is 3. At 10^6
+// blocks, the mean of cold reads through the handler was 31.8 to 37.7 µs
+// with these sizes, 35.8 to 43.0 with 4 KB index blocks, and 42.7 to 45.3
+// with 8 KB data and index blocks (20,000 random blocks each, three
+// interleaved rounds, a store opened anew for each).
+const indexBlockSize = 64 << 10
 
 // targetFileSize is the size of the database's files at every level, not
 // Pebble's 2 MB doubling a level: a chain written in order is flushed into
