@@ -54,7 +54,8 @@ func (b *Block) TxCount() int {
 }
 
 // TransactionHashes returns the hash of each transaction: what a block
-// known only by its transaction hashes holds in their place.
+// known only by its transaction hashes holds in their place. For no
+// transactions it returns an empty slice, not nil.
 func TransactionHashes(txs []*Transaction) []Hash {
 	hashes := make([]Hash, len(txs))
 	for i, tx := range txs {

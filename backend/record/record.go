@@ -298,7 +298,8 @@ type decoder struct {
 	borrow bool
 
 	// A Splitter's withdrawals and transaction hashes of the record
-	// before, whose memory body takes again when it has the room.
+	// before, whose memory body and transactionHashes take again when it
+	// has the room.
 	withdrawals []backend.Withdrawal
 	txHashes    []backend.Hash
 }
@@ -714,11 +715,11 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	if !whole || err != nil {
 		return b, uncles, err
 	}
+	// A decoded block has its transactions or their hashes: hashes kept
+	// beside the transactions are for a lent block (Split).
 	hashes, hasHashes := d.body(b)
 	b.Transactions = d.transactions(b.BaseFeePerGas)
 	if b.Transactions == nil && hasHashes {
-		// Hashes kept beside the transactions are for a lent block; a
-		// decoded block has one or the other.
 		d.transactionHashes(b, hashes)
 	}
 	if d.err == nil && len(d.buf) != 0 {
@@ -756,8 +757,9 @@ func (d *decoder) front(b *backend.Block) (*backend.Block, []*backend.Uncle, err
 }
 
 // body decodes what follows the front up to the transactions: the
-// withdrawals, and the transaction hashes, which it returns as they are
-// in the record, for the caller that wants them (transactionHashes).
+// withdrawals. It skips the transaction hashes, and returns their bytes,
+// which refer to the record, for the caller that keeps them
+// (transactionHashes).
 func (d *decoder) body(b *backend.Block) (hashes []byte, hasHashes bool) {
 	if n, isNil := d.count(minWithdrawalBytes); !isNil {
 		b.Withdrawals = reuse(&d.withdrawals, n)
