@@ -317,7 +317,7 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle, writeRecord bo
 // server, blocks of 180 transactions). The hashes are 32 bytes a
 // transaction, but compression finds most of them again in their
 // transactions: at 10^6 blocks of 8 transactions (TestScale), the tables
-// took 0.910 of the RLP against 0.888.
+// took 0.910 of the RLP against 0.888 (with 8 KB blocks).
 func lendable(b *backend.Block) *backend.Block {
 	if len(b.Transactions) == 0 || b.TransactionHashes != nil {
 		return b
