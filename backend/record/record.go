@@ -679,12 +679,15 @@ func (s *Splitter) Split(rec []byte) (b *backend.Block, txs Transactions, err er
 	if b, _, err = d.front(&s.block); err != nil {
 		return nil, nil, err
 	}
-	if hashes, hasHashes := d.body(b); hasHashes {
+	hashes, hasHashes := d.body(b)
+	if hasHashes {
 		d.transactionHashes(b, hashes)
 	}
 	s.withdrawals, s.txHashes = d.withdrawals, d.txHashes
 	txs = d.buf
-	if _, isNil := d.count(minTxBytes); isNil && d.err == nil {
+	n, isNil := d.count(minTxBytes)
+	d.sameCount(hashes, hasHashes, n, isNil)
+	if isNil && d.err == nil {
 		if len(d.buf) != 0 {
 			d.fail()
 		}
@@ -719,6 +722,7 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	// beside the transactions are for a lent block (Split).
 	hashes, hasHashes := d.body(b)
 	b.Transactions = d.transactions(b.BaseFeePerGas)
+	d.sameCount(hashes, hasHashes, len(b.Transactions), b.Transactions == nil)
 	if b.Transactions == nil && hasHashes {
 		d.transactionHashes(b, hashes)
 	}
@@ -773,6 +777,16 @@ func (d *decoder) body(b *backend.Block) (hashes []byte, hasHashes bool) {
 	}
 	n, isNil := d.count(32)
 	return d.next(32 * n), !isNil
+}
+
+// sameCount fails a record that holds both transaction hashes and
+// transactions, of different counts: Append writes both only for a sealed
+// block, whose hashes are its transactions'. A hash-only answer of a lent
+// block is written from the hashes, without reading the transactions.
+func (d *decoder) sameCount(hashes []byte, hasHashes bool, txs int, txsNil bool) {
+	if hasHashes && !txsNil && len(hashes)/32 != txs {
+		d.fail()
+	}
 }
 
 // transactionHashes sets b's TransactionHashes from the hashes body
