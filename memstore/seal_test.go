@@ -330,9 +330,7 @@ func TestAddBlockRejectsMismatch(t *testing.T) {
 		{name: "effective gasPrice, type 4", tamper: func(s *sample) { plusOne(s.block.Transactions[3].GasPrice) }, mismatch: "gasPrice", text: "transaction 3"},
 		{name: "legacy chainId", tamper: func(s *sample) { plusOne(s.block.Transactions[0].ChainID) }, mismatch: "chainId", text: "transaction 0"},
 		{name: "transaction hashes beside the bodies", tamper: func(s *sample) {
-			for _, tx := range s.block.Transactions {
-				s.block.TransactionHashes = append(s.block.TransactionHashes, tx.Hash)
-			}
+			s.block.TransactionHashes = backend.TransactionHashes(s.block.Transactions)
 			flip(&s.block.TransactionHashes[1])
 		}, mismatch: "transactions[1]"},
 		{name: "uncle hash in the block's list", tamper: func(s *sample) { flip(&s.block.Uncles[0]) }, mismatch: "uncles[0]"},

@@ -75,10 +75,7 @@ func TestCodecHashOnly(t *testing.T) {
 	d, _ := demo.Store()
 	b, _ := d.BlockByNumber(context.Background(), demo.FirstBlobBlock)
 	h := b.Copy()
-	for _, tx := range h.Transactions {
-		h.TransactionHashes = append(h.TransactionHashes, tx.Hash)
-	}
-	h.Transactions = nil
+	h.TransactionHashes, h.Transactions = backend.TransactionHashes(h.Transactions), nil
 	got, err := decodeBlock(encodeBlock(nil, h, nil))
 	if err != nil {
 		t.Fatal(err)
