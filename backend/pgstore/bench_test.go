@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -41,6 +42,42 @@ var benchServer = map[string]string{
 	"max_wal_size":       "8GB",
 	"checkpoint_timeout": "30min",
 	"max_connections":    "100",
+}
+
+// sharedBuffers is benchServer's shared_buffers in bytes.
+const sharedBuffers = 4 << 30
+
+// withHugePages returns benchServer's settings with huge_pages on when
+// the machine has enough huge pages free for the shared buffers (its
+// operator reserves them: vm.nr_hugepages), and off otherwise, so that a
+// run says which it measured. Every backend process maps the shared
+// buffers for itself and takes a page fault the first time it touches
+// each of their pages: 4 KB pages, two to a buffer, or 2 MB ones. Cold
+// reads of a large chain keep touching buffers no backend has touched
+// yet; a small chain's soon touch none.
+func withHugePages() map[string]string {
+	settings := maps.Clone(benchServer)
+	settings["huge_pages"] = "off"
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return settings
+	}
+	field := func(name string) int64 {
+		for line := range strings.Lines(string(meminfo)) {
+			if rest, ok := strings.CutPrefix(line, name+":"); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					n, _ := strconv.ParseInt(f[0], 10, 64)
+					return n
+				}
+			}
+		}
+		return 0
+	}
+	// The server's shared memory is the buffers and a few percent more.
+	if field("HugePages_Free")*field("Hugepagesize")<<10 >= sharedBuffers*21/20 {
+		settings["huge_pages"] = "on"
+	}
+	return settings
 }
 
 type scaleCase struct {
@@ -82,11 +119,13 @@ func BenchmarkScale(b *testing.B) {
 	if err := pgtest.Available(); err != nil {
 		b.Skip(err)
 	}
-	srv, err := pgtest.Start(pgtest.Config{Settings: benchServer})
+	settings := withHugePages()
+	srv, err := pgtest.Start(pgtest.Config{Settings: settings})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Stop()
+	b.Logf("shared buffers %s, huge pages %s", settings["shared_buffers"], settings["huge_pages"])
 	url, err := srv.CreateDatabase("bench")
 	if err != nil {
 		b.Fatal(err)
