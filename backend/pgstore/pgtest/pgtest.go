@@ -81,12 +81,15 @@ type Config struct {
 	Settings map[string]string
 }
 
-// Fast are settings for tests: durability off, which they do not need.
+// Fast are settings for tests: durability off, which they do not need,
+// and huge pages off, left to whatever else runs on the machine (a
+// benchmark's server among them).
 var Fast = map[string]string{
 	"fsync":              "off",
 	"synchronous_commit": "off",
 	"full_page_writes":   "off",
 	"max_connections":    "200",
+	"huge_pages":         "off",
 }
 
 // credential returns the postgres user's credentials when this process
