@@ -58,7 +58,8 @@
 // The SQL is kept to what CockroachDB documents as supported, so that a
 // deployment that outgrows one PostgreSQL can move: no advisory locks
 // (the writer's lease is a row), no LISTEN/NOTIFY (readers poll), no
-// PL/pgSQL, no PostgreSQL-only storage settings; upserts are INSERT ... ON
+// PL/pgSQL, and the PostgreSQL-only storage settings (where block bodies
+// are kept, their compression) skipped there; upserts are INSERT ... ON
 // CONFLICT, arrays are passed as = ANY($1), the schema is chosen with
 // search_path, and imports use COPY FROM STDIN. What was checked and what
 // was not is in README.md beside this file: every test runs against
