@@ -38,7 +38,7 @@ const scaleEnv = "BLOCKRPC_PGSTORE_BENCH"
 // load is given, and shared buffers that hold the 10^5-block chain (a
 // sixth of a 24 GB machine).
 var benchServer = map[string]string{
-	"shared_buffers":     "4GB",
+	"shared_buffers":     strconv.Itoa(sharedBuffers>>20) + "MB",
 	"max_wal_size":       "8GB",
 	"checkpoint_timeout": "30min",
 	"max_connections":    "100",
@@ -50,11 +50,11 @@ const sharedBuffers = 4 << 30
 // withHugePages returns benchServer's settings with huge_pages on when
 // the machine has enough huge pages free for the shared buffers (its
 // operator sets a number of them aside: vm.nr_hugepages), and off
-// otherwise, so that a run says which it measured. Every backend process maps the shared
-// buffers for itself and takes a page fault the first time it touches
-// each of their pages: 4 KB pages, two to a buffer, or 2 MB ones. Cold
-// reads of a large chain keep touching buffers no backend has touched
-// yet; a small chain's soon touch none.
+// otherwise, so that a run says which it measured. Every backend process
+// maps the shared buffers for itself and takes a page fault the first
+// time it touches each of their pages: 4 KB pages, two to a buffer, or 2
+// MB ones. Cold reads of a large chain keep touching buffers no backend
+// has touched yet; a small chain's soon touch none.
 func withHugePages() map[string]string {
 	settings := maps.Clone(benchServer)
 	settings["huge_pages"] = "off"
