@@ -9,6 +9,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -167,5 +168,75 @@ func TestImportRefusesAtTheLine(t *testing.T) {
 	latest, err := w.BlockByNumber(ctx, backend.Latest)
 	if err != nil || latest.Number != 8 {
 		t.Fatalf("latest after the refused block 9: %v, %v; want block 8, the blocks before it written", latest, err)
+	}
+}
+
+// TestImporterClose checks that Close ends an import, and that after an
+// import of many blocks (not of a few) it has vacuumed and analyzed the
+// tables, so that serving them does not wait for autovacuum.
+func TestImporterClose(t *testing.T) {
+	ctx := context.Background()
+	w, url, schema := openWriter(t, nil)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Manual vacuums and analyzes only: autovacuum counts its own.
+	maintained := func(table string) (vacuums, analyzes int64) {
+		t.Helper()
+		err := conn.QueryRow(ctx, `SELECT vacuum_count, analyze_count FROM pg_stat_user_tables
+			WHERE schemaname = $1 AND relname = $2`, schema, table).Scan(&vacuums, &analyzes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vacuums, analyzes
+	}
+	g := synth.New(synth.Config{Seed: 3, TxsPerBlock: 1})
+	var next *backend.Block // generated, not imported yet
+	nextBlock := func() *backend.Block {
+		if next == nil {
+			next = g.Next()
+		}
+		return next
+	}
+	importBlocks := func(n int) *pgstore.Importer {
+		t.Helper()
+		im := w.NewImporter(ctx, nil)
+		for range n {
+			if err := im.AddBlock(nextBlock()); err != nil {
+				t.Fatal(err)
+			}
+			next = nil
+		}
+		if err := im.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return im
+	}
+
+	few := importBlocks(10)
+	if v, a := maintained("blocks"); v != 0 || a != 0 {
+		t.Errorf("after an import of 10 blocks, blocks was vacuumed %d times and analyzed %d times; want autovacuum left to it", v, a)
+	}
+	if err := few.AddBlock(nextBlock()); !errors.Is(err, pgstore.ErrClosed) {
+		t.Errorf("AddBlock after Close: %v, want ErrClosed", err)
+	}
+	if err := few.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+
+	many := importBlocks(1200)
+	if pgstore.Copied(many) != 1200 {
+		t.Fatalf("%d blocks copied, want 1200", pgstore.Copied(many))
+	}
+	for _, table := range []string{"blocks", "canonical", "uncles"} {
+		if v, a := maintained(table); v != 1 || a != 1 {
+			t.Errorf("after an import of 1200 blocks, %s was vacuumed %d times and analyzed %d times; want once each", table, v, a)
+		}
+	}
+	latest, err := w.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Number != 1209 {
+		t.Fatalf("latest after the imports: %v, %v; want block 1209", latest, err)
 	}
 }

@@ -82,20 +82,31 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// tuneStorage sets how PostgreSQL keeps block bodies. It changes only
-// what is not set yet, and does nothing on CockroachDB, which has neither
-// TOAST nor these settings. Only values written afterwards are affected.
-func tuneStorage(ctx context.Context, pool *pgxpool.Pool) error {
+// server is what a Writer knows of the database server it writes to.
+type server struct {
+	cockroach bool // CockroachDB, which has no TOAST, no storage settings and no VACUUM
+	version   int  // PostgreSQL's server_version_num, as 150004
+}
+
+// identifyServer asks the database what server it is.
+func identifyServer(ctx context.Context, pool *pgxpool.Pool) (server, error) {
 	var version string
 	var number int
 	err := pool.QueryRow(ctx, `SELECT version(), current_setting('server_version_num')::INT`).Scan(&version, &number)
 	if err != nil {
-		return fmt.Errorf("pgstore: %w", err)
+		return server{}, fmt.Errorf("pgstore: %w", err)
 	}
-	if strings.Contains(version, "CockroachDB") {
+	return server{cockroach: strings.Contains(version, "CockroachDB"), version: number}, nil
+}
+
+// tuneStorage sets how PostgreSQL keeps block bodies. It changes only
+// what is not set yet, and does nothing on CockroachDB, which has neither
+// TOAST nor these settings. Only values written afterwards are affected.
+func tuneStorage(ctx context.Context, pool *pgxpool.Pool, srv server) error {
+	if srv.cockroach {
 		return nil
 	}
-	if number >= 110000 { // toast_tuple_target is PostgreSQL 11's
+	if srv.version >= 110000 { // toast_tuple_target is PostgreSQL 11's
 		if err := keepInline(ctx, pool); err != nil {
 			return err
 		}

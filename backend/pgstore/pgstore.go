@@ -35,7 +35,8 @@
 // Blocks go in through the backend.Writer methods, each checked with
 // backend.Seal as memstore checks them, or through an Importer, which
 // writes runs of new canonical blocks with COPY, a batch a transaction,
-// and is what ImportDump uses.
+// and is what ImportDump uses; its Close vacuums the tables after a large
+// import.
 //
 // # Readers
 //
@@ -58,12 +59,13 @@
 // The SQL is kept to what CockroachDB documents as supported, so that a
 // deployment that outgrows one PostgreSQL can move: no advisory locks
 // (the writer's lease is a row), no LISTEN/NOTIFY (readers poll), no
-// PL/pgSQL, and the PostgreSQL-only storage settings (where block bodies
-// are kept, their compression) skipped there; upserts are INSERT ... ON
-// CONFLICT, arrays are passed as = ANY($1), the schema is chosen with
-// search_path, and imports use COPY FROM STDIN. What was checked and what
-// was not is in README.md beside this file: every test runs against
-// PostgreSQL 15; none runs against CockroachDB.
+// PL/pgSQL, and what is PostgreSQL's own skipped there: the storage
+// settings (where block bodies are kept, their compression) and the
+// vacuum at the end of an import. Upserts are INSERT ... ON CONFLICT,
+// arrays are passed as = ANY($1), the schema is chosen with search_path,
+// and imports use COPY FROM STDIN. What was checked and what was not is
+// in README.md beside this file: every test runs against PostgreSQL 15;
+// none runs against CockroachDB.
 package pgstore
 
 import (

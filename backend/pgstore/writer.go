@@ -26,7 +26,8 @@ import (
 // is safe for concurrent use: writes are done one at a time.
 type Writer struct {
 	Reader
-	owner string // this writer's name in the lease row
+	owner  string // this writer's name in the lease row
+	server server
 
 	mu     sync.Mutex // one write at a time
 	closed bool
@@ -58,7 +59,12 @@ func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error)
 		pool.Close()
 		return nil, err
 	}
-	if err := tuneStorage(ctx, pool); err != nil {
+	srv, err := identifyServer(ctx, pool)
+	if err == nil {
+		w.server = srv
+		err = tuneStorage(ctx, pool, srv)
+	}
+	if err != nil {
 		w.release()
 		pool.Close()
 		return nil, err
