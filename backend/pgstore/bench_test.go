@@ -110,7 +110,8 @@ func scaleCases(b *testing.B) []scaleCase {
 
 // BenchmarkScale measures the stores on synthetic chains of mainnet's
 // shape (internal/synth), memstore beside pgstore in the same run: import
-// (blocks/s, MB/s of block RLP; pgstore through an Importer, with COPY),
+// (blocks/s, MB/s of block RLP; pgstore through an Importer, with COPY,
+// its Close's vacuum included),
 // pgstore's bytes on disk per byte of RLP, and random
 // eth_getBlockByNumber(n, true) through the handler (its answer cache
 // off), 8 requests at a time: p50, p99 and requests/s. pgstore-cold reads
@@ -180,7 +181,7 @@ func benchScale(b *testing.B, url string, c scaleCase) {
 			}
 			im := w.NewImporter(ctx, nil)
 			rlp = generate(b, c, im.AddBlock, im.Flush)
-			if err := im.Flush(); err != nil {
+			if err := im.Close(); err != nil {
 				b.Fatal(err)
 			}
 			w.Close()
