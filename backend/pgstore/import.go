@@ -33,7 +33,7 @@ type ImportOptions struct {
 	Progress func(ImportProgress)
 
 	// Logger, when set, is given ImportDump's summary of the dump (see
-	// memstore.Loader).
+	// memstore.Loader), and a line before and after Close's vacuum.
 	Logger *slog.Logger
 }
 
@@ -419,7 +419,15 @@ func (im *Importer) Close() error {
 		im.err = ErrClosed
 	}
 	if err == nil && im.copied >= vacuumAfter {
+		// It may take minutes after a long import: say what the wait is.
+		start := time.Now()
+		if l := im.opts.Logger; l != nil {
+			l.Info("pgstore: vacuuming and analyzing the imported tables", "blocks", im.copied)
+		}
 		err = im.w.vacuum(im.ctx)
+		if l := im.opts.Logger; l != nil && err == nil {
+			l.Info("pgstore: vacuumed", "took", time.Since(start).Round(time.Millisecond))
+		}
 	}
 	return err
 }

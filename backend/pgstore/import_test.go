@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -200,9 +202,11 @@ func TestImporterClose(t *testing.T) {
 		}
 		return next
 	}
+	var logged bytes.Buffer
 	importBlocks := func(n int) *pgstore.Importer {
 		t.Helper()
-		im := w.NewImporter(ctx, nil)
+		logged.Reset()
+		im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 		for range n {
 			if err := im.AddBlock(nextBlock()); err != nil {
 				t.Fatal(err)
@@ -216,8 +220,8 @@ func TestImporterClose(t *testing.T) {
 	}
 
 	few := importBlocks(10)
-	if v, a := maintained("blocks"); v != 0 || a != 0 {
-		t.Errorf("after an import of 10 blocks, blocks was vacuumed %d times and analyzed %d times; want autovacuum left to it", v, a)
+	if v, a := maintained("blocks"); v != 0 || a != 0 || logged.Len() != 0 {
+		t.Errorf("after an import of 10 blocks, blocks was vacuumed %d times and analyzed %d times, and the log says %q; want autovacuum left to it", v, a, logged.String())
 	}
 	if err := few.AddBlock(nextBlock()); !errors.Is(err, pgstore.ErrClosed) {
 		t.Errorf("AddBlock after Close: %v, want ErrClosed", err)
@@ -229,6 +233,9 @@ func TestImporterClose(t *testing.T) {
 	many := importBlocks(1200)
 	if pgstore.Copied(many) != 1200 {
 		t.Fatalf("%d blocks copied, want 1200", pgstore.Copied(many))
+	}
+	if !strings.Contains(logged.String(), "vacuuming") || !strings.Contains(logged.String(), "vacuumed") {
+		t.Errorf("the log of an import of 1200 blocks does not tell of the vacuum: %q", logged.String())
 	}
 	for _, table := range []string{"blocks", "canonical", "uncles"} {
 		if v, a := maintained(table); v != 1 || a != 1 {
