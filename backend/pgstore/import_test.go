@@ -174,8 +174,9 @@ func TestImportRefusesAtTheLine(t *testing.T) {
 }
 
 // TestImporterClose checks that Close ends an import, and that after an
-// import of many blocks (not of a few) it has vacuumed and analyzed the
-// tables, so that serving them does not wait for autovacuum.
+// import large enough for autovacuum to start on (not a few blocks, nor
+// less than a fifth of a store's) it has vacuumed and analyzed the tables,
+// so that serving them does not wait for autovacuum.
 func TestImporterClose(t *testing.T) {
 	ctx := context.Background()
 	w, url, schema := openWriter(t, nil)
@@ -184,7 +185,9 @@ func TestImporterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// Manual vacuums and analyzes only: autovacuum counts its own.
+	// Manual vacuums and analyzes only: autovacuum counts its own. From
+	// PostgreSQL 15 on, a vacuum counts itself as it ends, so the counts
+	// are read without waiting.
 	maintained := func(table string) (vacuums, analyzes int64) {
 		t.Helper()
 		err := conn.QueryRow(ctx, `SELECT vacuum_count, analyze_count FROM pg_stat_user_tables
@@ -242,8 +245,50 @@ func TestImporterClose(t *testing.T) {
 			t.Errorf("after an import of 1200 blocks, %s was vacuumed %d times and analyzed %d times; want once each", table, v, a)
 		}
 	}
+
+	// The store holds 1210 blocks: autovacuum would start only after
+	// 1000 and a fifth of them more, and so does Close.
+	importBlocks(1100)
+	if v, _ := maintained("blocks"); v != 1 || logged.Len() != 0 {
+		t.Errorf("after 1100 blocks more, blocks was vacuumed %d times in all, and the log says %q; want once, before them", v, logged.String())
+	}
 	latest, err := w.BlockByNumber(ctx, backend.Latest)
-	if err != nil || latest.Number != 1209 {
-		t.Fatalf("latest after the imports: %v, %v; want block 1209", latest, err)
+	if err != nil || latest.Number != 2309 {
+		t.Fatalf("latest after the imports: %v, %v; want block 2309", latest, err)
+	}
+}
+
+// TestImporterCloseAfterWriter checks that a vacuum that cannot run (its
+// Writer closed) fails the upkeep, not the import: Close logs it and
+// returns nil, and the blocks are served.
+func TestImporterCloseAfterWriter(t *testing.T) {
+	ctx := context.Background()
+	w, url, schema := openWriter(t, nil)
+	var logged bytes.Buffer
+	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	g := synth.New(synth.Config{Seed: 4, TxsPerBlock: 1})
+	for range 1200 {
+		if err := im.AddBlock(g.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := im.Close(); err != nil {
+		t.Errorf("Close after the Writer's: %v, want nil (the blocks are written)", err)
+	}
+	if !strings.Contains(logged.String(), "left to autovacuum") || !strings.Contains(logged.String(), pgstore.ErrClosed.Error()) {
+		t.Errorf("the log does not tell why the tables were not vacuumed: %q", logged.String())
+	}
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	latest, err := r.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Number != 1199 {
+		t.Fatalf("latest: %v, %v; want block 1199", latest, err)
 	}
 }

@@ -155,7 +155,8 @@ var (
 	// ErrNoSchema is returned by OpenReader on a database where no writer
 	// has created the store's tables yet.
 	ErrNoSchema = errors.New("pgstore: no pgstore tables in this schema (a writer creates them)")
-	// ErrClosed is returned by a Writer's writes after Close.
+	// ErrClosed is returned by a Writer's writes after its Close, and by
+	// an Importer's after its own.
 	ErrClosed = errors.New("pgstore: closed")
 )
 
