@@ -466,23 +466,19 @@ func (im *Importer) vacuumDue() bool {
 // time, through the handler), the first set right after an import,
 // autovacuum probably at work, had a p50 of 181 µs and the next one 100
 // µs; in another probe, sets read right after a vacuum had 115 and 117
-// µs. A vacuum marks every
-// row and sets the pages' bits in the visibility map, reading only the
-// pages not marked all visible yet; an analyze gives the planner the
-// tables' statistics, as PostgreSQL's documentation advises after a bulk
-// load.
+// µs. A vacuum marks every row and sets the pages' bits in the
+// visibility map, reading only the pages not marked all visible yet; an
+// analyze gives the planner the tables' statistics, as PostgreSQL's
+// documentation advises after a bulk load.
 func (w *Writer) vacuum(ctx context.Context) error {
 	if w.server.cockroach {
 		return nil
 	}
 	w.mu.Lock()
-	closed := w.closed
+	err := w.usable()
 	w.mu.Unlock()
-	switch {
-	case closed:
-		return ErrClosed
-	case w.lost.Load():
-		return ErrLeaseLost
+	if err != nil {
+		return err
 	}
 	// Stopped by a Close of the Writer too, which would otherwise wait
 	// for it.

@@ -196,17 +196,26 @@ func (w *Writer) fence(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// usable returns why the Writer can no longer write, or nil; w.mu is
+// held.
+func (w *Writer) usable() error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.lost.Load():
+		return ErrLeaseLost
+	}
+	return nil
+}
+
 // write runs fn in one transaction that holds the lease and ends by
 // writing the head row from the state fn leaves. The new state is served
 // once the transaction has committed; on any error nothing is.
 func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case w.closed:
-		return ErrClosed
-	case w.lost.Load():
-		return ErrLeaseLost
+	if err := w.usable(); err != nil {
+		return err
 	}
 	ctx := w.ctx
 	old := w.head.Load()
