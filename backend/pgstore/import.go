@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ImportOptions configure an Importer. The zero value (or nil) gives the
@@ -102,6 +104,7 @@ type Importer struct {
 	inflight    *inflight    // the batch being written
 	err         error        // the first error in writing: every later call returns it
 	closed      bool
+	closeErr    error // what Close returned
 	// storedBefore is how many canonical blocks the store held when the
 	// Importer was made.
 	storedBefore int
@@ -420,13 +423,15 @@ func (im *Importer) Flush() error {
 // the import: a vacuum that fails, or that a Close of the Writer stops,
 // leaves the blocks as they were written, and Close logs it
 // (ImportOptions.Logger) and returns nil; autovacuum does the work in
-// time. ImportDump calls Close.
+// time. So does a vacuum PostgreSQL skips with a warning, of a table the
+// writer's role does not own. Another Close returns what the first
+// returned. ImportDump calls Close.
 func (im *Importer) Close() error {
 	if im.closed {
-		return nil
+		return im.closeErr
 	}
 	err := im.Flush()
-	im.closed = true
+	im.closed, im.closeErr = true, err
 	if im.err == nil {
 		im.err = ErrClosed
 	}
@@ -485,11 +490,35 @@ func (w *Writer) vacuum(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.ctx, cancel)()
+	// A connection of its own, to hear PostgreSQL's warnings: a table the
+	// writer's role may not vacuum (not its owner's) is skipped with a
+	// warning, not an error.
+	var warnings []string
+	cfg := w.pool.Config().ConnConfig.Copy()
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.SeverityUnlocalized == "WARNING" || n.SeverityUnlocalized == "" && n.Severity == "WARNING" {
+			warnings = append(warnings, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("pgstore: connecting to vacuum: %w", err)
+	}
+	defer func() {
+		// Not the caller's to wait for: a Terminate message, given a
+		// second at most.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(ctx)
+	}()
 	for _, table := range []string{"blocks", "canonical", "uncles"} {
 		// One table a statement: a list is PostgreSQL 11's.
-		if _, err := w.pool.Exec(ctx, "VACUUM (ANALYZE) "+table); err != nil {
+		if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+table); err != nil {
 			return fmt.Errorf("pgstore: vacuuming %s: %w", table, err)
 		}
+	}
+	if len(warnings) > 0 {
+		return fmt.Errorf("pgstore: PostgreSQL warned: %s", strings.Join(warnings, "; "))
 	}
 	return nil
 }

@@ -292,3 +292,26 @@ func TestImporterCloseAfterWriter(t *testing.T) {
 		t.Fatalf("latest: %v, %v; want block 1199", latest, err)
 	}
 }
+
+// TestImporterCloseTwiceAfterFailure checks that a Close whose blocks
+// could not be written says so again when called again, rather than
+// hiding the failure behind a nil.
+func TestImporterCloseTwiceAfterFailure(t *testing.T) {
+	ctx := context.Background()
+	w, _, _ := openWriter(t, nil)
+	im := w.NewImporter(ctx, nil)
+	g := synth.New(synth.Config{Seed: 6, TxsPerBlock: 1})
+	for range 10 { // fewer than a batch: buffered, not written
+		if err := im.AddBlock(g.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	first := im.Close()
+	if !errors.Is(first, pgstore.ErrClosed) {
+		t.Fatalf("Close after the Writer's, with blocks buffered: %v, want ErrClosed", first)
+	}
+	if again := im.Close(); again != first {
+		t.Errorf("a second Close: %v, want the first's %v", again, first)
+	}
+}
