@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -290,6 +291,109 @@ func TestImporterCloseAfterWriter(t *testing.T) {
 	latest, err := r.BlockByNumber(ctx, backend.Latest)
 	if err != nil || latest.Number != 1199 {
 		t.Fatalf("latest: %v, %v; want block 1199", latest, err)
+	}
+}
+
+// TestImporterCloseNotOwner checks an import by a writer whose role may
+// write the tables but neither owns them nor may create anything, as an
+// administrator may set it up: the writer opens, and the import is
+// written, but PostgreSQL skips the vacuum with a warning, and Close says
+// so rather than that the tables were vacuumed. A role that may only read
+// the tables serves them.
+func TestImporterCloseNotOwner(t *testing.T) {
+	ctx := context.Background()
+	owner, ownerURL, schema := openWriter(t, nil)
+	owner.Close()
+	admin, err := pgx.Connect(ctx, ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := schema + "_writer"
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Skipf("cannot create a role on this server: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(ctx, "DROP OWNED BY "+role)
+		admin.Exec(ctx, "DROP ROLE "+role)
+	})
+	u, err := url.Parse(ownerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	if w, err := pgstore.OpenWriter(ctx, u.String(), &pgstore.Options{Schema: schema}); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		if err == nil {
+			w.Close()
+		}
+		t.Fatalf("a writer whose role may not use the schema: %v, want permission denied", err)
+	}
+	// No privilege to create anything: the writer creates nothing on
+	// tables at its version.
+	for _, grant := range []string{
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+	} {
+		if _, err := admin.Exec(ctx, grant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := pgstore.OpenWriter(ctx, u.String(), &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a writer whose role does not own the tables: %v", err)
+	}
+	defer w.Close()
+	var logged bytes.Buffer
+	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	g := synth.New(synth.Config{Seed: 5, TxsPerBlock: 1})
+	for range 1200 {
+		if err := im.AddBlock(g.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Close(); err != nil {
+		t.Fatalf("Close: %v, want nil (the blocks are written)", err)
+	}
+	if got := logged.String(); !strings.Contains(got, "left to autovacuum") || !strings.Contains(got, `\"blocks\"`) || strings.Contains(got, "msg=\"pgstore: vacuumed\"") {
+		t.Errorf("the log does not tell that the tables were not vacuumed, and why: %q", got)
+	}
+	var vacuums int64
+	if err := admin.QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'blocks'`, schema).Scan(&vacuums); err != nil {
+		t.Fatal(err)
+	}
+	if vacuums != 0 {
+		t.Errorf("blocks was vacuumed %d times by a role that does not own it", vacuums)
+	}
+	latest, err := w.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Number != 1199 {
+		t.Fatalf("latest: %v, %v; want block 1199", latest, err)
+	}
+
+	// A reader needs to read, and nothing more.
+	reader := schema + "_reader"
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+reader+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin.Exec(ctx, "DROP OWNED BY "+reader)
+		admin.Exec(ctx, "DROP ROLE "+reader)
+	})
+	for _, grant := range []string{
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + reader,
+		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + reader,
+	} {
+		if _, err := admin.Exec(ctx, grant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u.User = url.User(reader)
+	r, err := pgstore.OpenReader(ctx, u.String(), &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a reader whose role may only read: %v", err)
+	}
+	defer r.Close()
+	if b, err := r.BlockByNumber(ctx, 600); err != nil || b.Number != 600 {
+		t.Fatalf("a read-only role's block 600: %v, %v", b, err)
 	}
 }
 

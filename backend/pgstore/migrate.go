@@ -40,14 +40,26 @@ const versionTable = "blockrpc_pgstore_version"
 // package's version, and seeds them.
 func migrateTables(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if schema != "" {
-		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil && !migrate.IsCatalogRace(err) {
+		_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+		if err != nil && !migrate.IsCatalogRace(err) && !(migrate.IsPermissionDenied(err) && schemaExists(ctx, pool, schema)) {
 			return fmt.Errorf("pgstore: creating schema %s: %w", schema, err)
 		}
 	}
 	if err := migrations.Apply(ctx, pool); err != nil {
+		if schema != "" && migrate.IsMissingSchema(err) {
+			// The schema is there but left out of the search_path.
+			return fmt.Errorf("pgstore: schema %s: permission denied to use it (this role needs USAGE on it): %w", schema, err)
+		}
 		return err
 	}
 	return seed(ctx, pool)
+}
+
+// schemaExists reports whether the database has the schema.
+func schemaExists(ctx context.Context, pool *pgxpool.Pool, schema string) bool {
+	var found bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&found)
+	return err == nil && found
 }
 
 // seed writes the rows the tables start with, when they are not there.

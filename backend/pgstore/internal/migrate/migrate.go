@@ -98,7 +98,7 @@ func (s Set) applyOnce(ctx context.Context, pool *pgxpool.Pool, ms []migration) 
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+s.Table+` (
 		id      INT PRIMARY KEY CHECK (id = 1),
 		version INT NOT NULL
-	)`); err != nil {
+	)`); err != nil && !(IsPermissionDenied(err) && readable(ctx, pool, s.Table)) {
 		return fmt.Errorf("%s: creating the version table: %w", s.Owner, err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO `+s.Table+` (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`); err != nil {
@@ -140,4 +140,20 @@ func IsCatalogRace(err error) bool {
 func IsMissingSchema(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "3F000"
+}
+
+// IsPermissionDenied reports insufficient_privilege. PostgreSQL checks
+// the privilege to create before it looks for what CREATE ... IF NOT
+// EXISTS names, so that a role allowed to write the tables but not to
+// create any (as an administrator may grant) gets it for tables that are
+// there.
+func IsPermissionDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}
+
+// readable reports whether table is there for this role to read.
+func readable(ctx context.Context, pool *pgxpool.Pool, table string) bool {
+	_, err := pool.Exec(ctx, `SELECT 1 FROM `+table+` LIMIT 0`)
+	return err == nil
 }
