@@ -55,7 +55,10 @@ func TestStorage(t *testing.T) {
 	if fits < 10 || over < 1 {
 		t.Fatalf("%d bodies of 2 to 8 kB and %d over a page: the test needs both", fits, over)
 	}
-	if n := inToast(); n > over {
+	// toast_tuple_target is PostgreSQL 11's: before, bodies over 2 kB
+	// go to TOAST.
+	inRows := serverVersion(t, conn) >= 110000
+	if n := inToast(); inRows && n > over {
 		t.Errorf("%d bodies in TOAST, want at most the %d that do not fit in a page", n, over)
 	}
 	lz4 := hasLZ4(t, conn)
@@ -70,8 +73,12 @@ func TestStorage(t *testing.T) {
 	// The writer sets only what is not set yet: what the database's
 	// owner chose stays.
 	w.Close()
-	if _, err := conn.Exec(ctx, `ALTER TABLE `+blocks+` SET (toast_tuple_target = 4096)`); err != nil {
-		t.Fatal(err)
+	wantOptions := []string(nil)
+	if inRows {
+		if _, err := conn.Exec(ctx, `ALTER TABLE `+blocks+` SET (toast_tuple_target = 4096)`); err != nil {
+			t.Fatal(err)
+		}
+		wantOptions = []string{"toast_tuple_target=4096"}
 	}
 	owners, column, want := `SET COMPRESSION pglz`, "attcompression", "p"
 	if !lz4 {
@@ -92,8 +99,8 @@ func TestStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(options, []string{"toast_tuple_target=4096"}) || setting != want {
-		t.Errorf("reopened, the writer left the table's options %q and the bodies' %s %q, want the owner's toast_tuple_target=4096 and %s", options, column, setting, want)
+	if !slices.Equal(options, wantOptions) || setting != want {
+		t.Errorf("reopened, the writer left the table's options %q and the bodies' %s %q, want the owner's %q and %s", options, column, setting, wantOptions, want)
 	}
 }
 
