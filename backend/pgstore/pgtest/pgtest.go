@@ -52,9 +52,12 @@ func BinDir() string {
 	return DefaultBinDir
 }
 
-// Available reports whether the programs are there, and if not why.
-func Available() error {
-	for _, p := range []string{"initdb", "postgres", "pg_basebackup"} {
+// Available reports whether the programs a server needs are there, and if
+// not why. Standby needs pg_basebackup too.
+func Available() error { return findPrograms("initdb", "postgres") }
+
+func findPrograms(names ...string) error {
+	for _, p := range names {
 		if _, err := os.Stat(filepath.Join(BinDir(), p)); err != nil {
 			return fmt.Errorf("PostgreSQL's %s not found in %s (set %s, or install PostgreSQL 15: make postgres): %w", p, BinDir(), BinDirEnv, err)
 		}
@@ -324,6 +327,9 @@ func (s *Server) Stop() error {
 // Standby makes a streaming-replication standby of s with pg_basebackup
 // -R (hot standby, the default), and starts it.
 func (s *Server) Standby(cfg Config) (*Server, error) {
+	if err := findPrograms("pg_basebackup"); err != nil {
+		return nil, err
+	}
 	root, err := newDir(s.cred)
 	if err != nil {
 		return nil, err
