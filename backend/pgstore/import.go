@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -423,9 +422,9 @@ func (im *Importer) Flush() error {
 // the import: a vacuum that fails, or that a Close of the Writer stops,
 // leaves the blocks as they were written, and Close logs it
 // (ImportOptions.Logger) and returns nil; autovacuum does the work in
-// time. So does a vacuum PostgreSQL skips with a warning, of a table the
-// writer's role does not own. Another Close returns what the first
-// returned. ImportDump calls Close.
+// time, as it does for a table PostgreSQL skips with a warning (one the
+// writer's role may not vacuum): Close logs PostgreSQL's warnings. Another
+// Close returns what the first returned. ImportDump calls Close.
 func (im *Importer) Close() error {
 	if im.closed {
 		return im.closeErr
@@ -445,11 +444,19 @@ func (im *Importer) Close() error {
 	}
 	start := time.Now()
 	l.Info("pgstore: vacuuming and analyzing the imported tables", "copied", im.copied)
-	if err := im.w.vacuum(im.ctx); err != nil {
-		l.Warn("pgstore: the imported tables are left to autovacuum", "err", err)
-		return nil
+	warnings, err := im.w.vacuum(im.ctx)
+	took := time.Since(start).Round(time.Millisecond)
+	switch {
+	case err != nil:
+		l.Warn("pgstore: the imported tables are left to autovacuum", "err", err, "warnings", warnings)
+	case len(warnings) > 0:
+		// Most often a table the role may not vacuum, skipped; but
+		// PostgreSQL also warns of a vacuum that ran and could not do
+		// all its work.
+		l.Warn("pgstore: vacuumed with PostgreSQL's warnings (a table skipped is left to autovacuum)", "took", took, "warnings", warnings)
+	default:
+		l.Info("pgstore: vacuumed", "took", took)
 	}
-	l.Info("pgstore: vacuumed", "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -475,25 +482,29 @@ func (im *Importer) vacuumDue() bool {
 // visibility map, reading only the pages not marked all visible yet; an
 // analyze gives the planner the tables' statistics, as PostgreSQL's
 // documentation advises after a bulk load.
-func (w *Writer) vacuum(ctx context.Context) error {
+func (w *Writer) vacuum(ctx context.Context) (warnings []string, err error) {
 	if w.server.cockroach {
-		return nil
+		return nil, nil
 	}
 	w.mu.Lock()
-	err := w.usable()
-	w.mu.Unlock()
-	if err != nil {
-		return err
+	if err := w.usable(); err != nil {
+		w.mu.Unlock()
+		return nil, err
 	}
+	// Close waits for it: once a Writer is closed, nothing of it is left
+	// on the server.
+	w.vacuums.Add(1)
+	w.mu.Unlock()
+	defer w.vacuums.Done()
 	// Stopped by a Close of the Writer too, which would otherwise wait
-	// for it.
+	// for it to end on its own.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(w.ctx, cancel)()
-	// A connection of its own, to hear PostgreSQL's warnings: a table the
-	// writer's role may not vacuum (not its owner's) is skipped with a
-	// warning, not an error.
-	var warnings []string
+	// A connection of its own (one beyond the pool's MaxConns) to hear
+	// PostgreSQL's warnings: a table the role may not vacuum is skipped
+	// with a warning, not an error. pgx calls OnNotice on the goroutine
+	// that runs Exec.
 	cfg := w.pool.Config().ConnConfig.Copy()
 	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		if n.SeverityUnlocalized == "WARNING" || n.SeverityUnlocalized == "" && n.Severity == "WARNING" {
@@ -502,11 +513,10 @@ func (w *Writer) vacuum(ctx context.Context) error {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("pgstore: connecting to vacuum: %w", err)
+		return nil, fmt.Errorf("pgstore: connecting to vacuum: %w", err)
 	}
 	defer func() {
-		// Not the caller's to wait for: a Terminate message, given a
-		// second at most.
+		// A Terminate message, given a second at most.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 		conn.Close(ctx)
@@ -514,13 +524,10 @@ func (w *Writer) vacuum(ctx context.Context) error {
 	for _, table := range []string{"blocks", "canonical", "uncles"} {
 		// One table a statement: a list is PostgreSQL 11's.
 		if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+table); err != nil {
-			return fmt.Errorf("pgstore: vacuuming %s: %w", table, err)
+			return warnings, fmt.Errorf("pgstore: vacuuming %s: %w", table, err)
 		}
 	}
-	if len(warnings) > 0 {
-		return fmt.Errorf("pgstore: PostgreSQL warned: %s", strings.Join(warnings, "; "))
-	}
-	return nil
+	return warnings, nil
 }
 
 // inflight is a batch being written in the background, while the next is

@@ -316,15 +316,13 @@ func TestImporterCloseNotOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
+	// Closed after the roles are dropped: cleanups run last first.
+	t.Cleanup(func() { admin.Close(ctx) })
 	role := schema + "_writer"
 	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
 		t.Skipf("cannot create a role on this server: %v", err)
 	}
-	t.Cleanup(func() {
-		admin.Exec(ctx, "DROP OWNED BY "+role)
-		admin.Exec(ctx, "DROP ROLE "+role)
-	})
+	dropRole(t, admin, role)
 	u, err := url.Parse(ownerURL)
 	if err != nil {
 		t.Fatal(err)
@@ -382,10 +380,7 @@ func TestImporterCloseNotOwner(t *testing.T) {
 	if _, err := admin.Exec(ctx, "CREATE ROLE "+reader+" LOGIN"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		admin.Exec(ctx, "DROP OWNED BY "+reader)
-		admin.Exec(ctx, "DROP ROLE "+reader)
-	})
+	dropRole(t, admin, reader)
 	for _, grant := range []string{
 		"GRANT USAGE ON SCHEMA " + schema + " TO " + reader,
 		"GRANT SELECT ON ALL TABLES IN SCHEMA " + schema + " TO " + reader,
@@ -403,6 +398,19 @@ func TestImporterCloseNotOwner(t *testing.T) {
 	if b, err := r.BlockByNumber(ctx, 600); err != nil || b.Number != 600 {
 		t.Fatalf("a read-only role's block 600: %v, %v", b, err)
 	}
+}
+
+// dropRole drops the role when the test ends: roles belong to the whole
+// server, which may be one given by the user.
+func dropRole(t *testing.T, admin *pgx.Conn, role string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, sql := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := admin.Exec(ctx, sql); err != nil {
+				t.Errorf("%s: %v", sql, err)
+			}
+		}
+	})
 }
 
 // TestImporterCloseTwiceAfterFailure checks that a Close whose blocks

@@ -29,9 +29,10 @@ type Writer struct {
 	owner  string // this writer's name in the lease row
 	server server
 
-	mu     sync.Mutex // one write at a time
-	closed bool
-	lost   atomic.Bool
+	mu      sync.Mutex // one write at a time
+	closed  bool
+	lost    atomic.Bool
+	vacuums sync.WaitGroup // an Importer's vacuum, on a connection of its own
 
 	ctx    context.Context // ends at Close: the context of the writes
 	cancel context.CancelFunc
@@ -163,8 +164,9 @@ func (w *Writer) release() {
 	_, _ = w.pool.Exec(ctx, `UPDATE writer_lease SET owner = NULL, expires_at = NULL WHERE id = 1 AND owner = $1`, w.owner)
 }
 
-// Close stops the writer, releases its lease and closes the connections.
-// Writes after Close fail with ErrClosed.
+// Close stops the writer, and an Importer's vacuum under way, releases
+// its lease and closes the connections. Writes after Close fail with
+// ErrClosed.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -175,6 +177,7 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	w.cancel()
 	<-w.renew
+	w.vacuums.Wait()
 	w.release()
 	w.pool.Close()
 	return nil
