@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -66,6 +67,12 @@ func TestStandby(t *testing.T) {
 	primary, url := sharedURL(t)
 	if primary == nil {
 		t.Skip("the server is given by " + pgtest.URLEnv + ": no standby is made of it")
+	}
+	if err := pgtest.StandbyAvailable(); err != nil {
+		if os.Getenv(pgtest.RequiredEnv) != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
 	}
 	ctx := context.Background()
 	schema := "standby"

@@ -53,8 +53,12 @@ func BinDir() string {
 }
 
 // Available reports whether the programs a server needs are there, and if
-// not why. Standby needs pg_basebackup too.
+// not why.
 func Available() error { return findPrograms("initdb", "postgres") }
+
+// StandbyAvailable reports whether the program Standby needs is there,
+// and if not why.
+func StandbyAvailable() error { return findPrograms("pg_basebackup") }
 
 func findPrograms(names ...string) error {
 	for _, p := range names {
@@ -327,7 +331,7 @@ func (s *Server) Stop() error {
 // Standby makes a streaming-replication standby of s with pg_basebackup
 // -R (hot standby, the default), and starts it.
 func (s *Server) Standby(cfg Config) (*Server, error) {
-	if err := findPrograms("pg_basebackup"); err != nil {
+	if err := StandbyAvailable(); err != nil {
 		return nil, err
 	}
 	root, err := newDir(s.cred)
