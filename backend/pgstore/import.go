@@ -464,9 +464,10 @@ func (im *Importer) Close() error {
 // autovacuum, with PostgreSQL's default settings, to start on the blocks
 // table: 1,000 rows and a fifth of those the table held before
 // (autovacuum_vacuum_insert_threshold and _scale_factor). Below that,
-// autovacuum would leave the table alone, and so does Close.
+// autovacuum would leave the table alone, and so does Close. CockroachDB
+// has no VACUUM.
 func (im *Importer) vacuumDue() bool {
-	return im.copied >= 1000+im.storedBefore/5
+	return !im.w.server.cockroach && im.copied >= 1000+im.storedBefore/5
 }
 
 // vacuum has PostgreSQL vacuum and analyze the tables an import fills.
@@ -483,9 +484,6 @@ func (im *Importer) vacuumDue() bool {
 // analyze gives the planner the tables' statistics, as PostgreSQL's
 // documentation advises after a bulk load.
 func (w *Writer) vacuum(ctx context.Context) (warnings []string, err error) {
-	if w.server.cockroach {
-		return nil, nil
-	}
 	w.mu.Lock()
 	if err := w.usable(); err != nil {
 		w.mu.Unlock()
