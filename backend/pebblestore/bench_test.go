@@ -192,8 +192,9 @@ func measureScale(t *testing.T, n int) []string {
 	missLat, miss := missed(t, s, n, numbers)
 	missStorage = storageRead() - missStorage
 	// Reads the page cache no longer held: on a machine that reclaims
-	// memory left unused (as this project's does), a large chain's files
-	// are partly on the disk alone, and such reads wait for it.
+	// memory left unused (as the one of the README's figures does), a
+	// large chain's files are partly on the disk alone, and such reads
+	// wait for it.
 	t.Logf("%d blocks: read from storage while served: cold %.2f KB a read, missed (and the reads filling the cache) %.1f MB in all",
 		n, float64(coldStorage)/1e3/float64(2*len(numbers)), float64(missStorage)/1e6)
 	s.Close()
