@@ -13,6 +13,7 @@ import (
 	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // ImportOptions configure an Importer. The zero value (or nil) gives the
@@ -508,6 +509,14 @@ func (w *Writer) vacuum(ctx context.Context) (warnings []string, err error) {
 		if n.SeverityUnlocalized == "WARNING" || n.SeverityUnlocalized == "" && n.Severity == "WARNING" {
 			warnings = append(warnings, n.Message)
 		}
+	}
+	// Stopped, the vacuum ends on the server before Exec returns: a
+	// cancel request, which the server answers once the statement has
+	// ended, not pgx's default of closing the connection, which leaves
+	// the statement running until the server notices. The deadline is
+	// the fallback should it not answer.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -299,6 +300,89 @@ func TestImporterCloseAfterWriter(t *testing.T) {
 	latest, err := r.BlockByNumber(ctx, backend.Latest)
 	if err != nil || latest.Number != 1199 {
 		t.Fatalf("latest: %v, %v; want block 1199", latest, err)
+	}
+}
+
+// TestImporterCloseDuringVacuum checks that a Writer's Close stops a
+// vacuum under way, rather than waiting for it, and leaves nothing of it
+// on the server. The vacuum is held on a lock the test takes, so that it
+// is under way when the Writer closes.
+func TestImporterCloseDuringVacuum(t *testing.T) {
+	ctx := context.Background()
+	w, url, schema := openWriter(t, nil)
+	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	g := synth.New(synth.Config{Seed: 7, TxsPerBlock: 1})
+	for range 1200 {
+		if err := im.AddBlock(g.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	// A vacuum waits for this lock; reads and writes do not.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- im.Close() }()
+
+	// Not the locker's: a transaction reads pg_stat_activity once.
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	// The backends whose last statement is a vacuum, and those of them
+	// running it.
+	vacuums := func() (backends, running int) {
+		t.Helper()
+		err := watcher.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state = 'active') FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'VACUUM%'`).Scan(&backends, &running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backends, running
+	}
+	vacuuming := func() bool { _, running := vacuums(); return running > 0 }
+	for start := time.Now(); !vacuuming(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the Importer's Close did not start a vacuum within 30s")
+		}
+	}
+	writerClosed := make(chan struct{})
+	go func() { w.Close(); close(writerClosed) }()
+	select {
+	case <-writerClosed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Writer's Close waited 30s for a vacuum held on a lock, want it stopped")
+	}
+	// The vacuum ended with the Writer's Close: the server had answered
+	// its cancel.
+	if vacuuming() {
+		t.Error("the vacuum still runs on the server after the Writer's Close returned")
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("the Importer's Close: %v, want nil (the blocks are written)", err)
+	}
+	// Its backend ends once it reads the connection's Terminate.
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if backends, _ := vacuums(); backends == 0 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the vacuum's backend is still there 10s after the Writer closed")
+		}
 	}
 }
 
