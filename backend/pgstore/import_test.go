@@ -276,12 +276,7 @@ func TestImporterCloseAfterWriter(t *testing.T) {
 	w, url, schema := openWriter(t, nil)
 	var logged bytes.Buffer
 	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	g := synth.New(synth.Config{Seed: 4, TxsPerBlock: 1})
-	for range 1200 {
-		if err := im.AddBlock(g.Next()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSynthBlocks(t, im, 4, 1200)
 	if err := im.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -311,12 +306,7 @@ func TestImporterCloseDuringVacuum(t *testing.T) {
 	ctx := context.Background()
 	w, url, schema := openWriter(t, nil)
 	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	g := synth.New(synth.Config{Seed: 7, TxsPerBlock: 1})
-	for range 1200 {
-		if err := im.AddBlock(g.Next()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSynthBlocks(t, im, 7, 1200)
 	if err := im.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -435,12 +425,7 @@ func TestImporterCloseNotOwner(t *testing.T) {
 	defer w.Close()
 	var logged bytes.Buffer
 	im := w.NewImporter(ctx, &pgstore.ImportOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	g := synth.New(synth.Config{Seed: 5, TxsPerBlock: 1})
-	for range 1200 {
-		if err := im.AddBlock(g.Next()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addSynthBlocks(t, im, 5, 1200)
 	if err := im.Close(); err != nil {
 		t.Fatalf("Close: %v, want nil (the blocks are written)", err)
 	}
@@ -484,6 +469,18 @@ func TestImporterCloseNotOwner(t *testing.T) {
 	}
 }
 
+// addSynthBlocks adds n synthetic blocks of one transaction each, from
+// the generator of seed, through the Importer.
+func addSynthBlocks(t *testing.T, im *pgstore.Importer, seed uint64, n int) {
+	t.Helper()
+	g := synth.New(synth.Config{Seed: seed, TxsPerBlock: 1})
+	for range n {
+		if err := im.AddBlock(g.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // dropRole drops the role when the test ends: roles belong to the whole
 // server, which may be one given by the user.
 func dropRole(t *testing.T, admin *pgx.Conn, role string) {
@@ -504,12 +501,8 @@ func TestImporterCloseTwiceAfterFailure(t *testing.T) {
 	ctx := context.Background()
 	w, _, _ := openWriter(t, nil)
 	im := w.NewImporter(ctx, nil)
-	g := synth.New(synth.Config{Seed: 6, TxsPerBlock: 1})
-	for range 10 { // fewer than a batch: buffered, not written
-		if err := im.AddBlock(g.Next()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Fewer than a batch: buffered, not written.
+	addSynthBlocks(t, im, 6, 10)
 	w.Close()
 	first := im.Close()
 	if !errors.Is(first, pgstore.ErrClosed) {
