@@ -57,7 +57,7 @@ func (c *checker) runBackend(b backend.Backend, seed uint64, stop <-chan struct{
 }
 
 // TestStandby serves reads from a streaming-replication standby (made
-// with pg_basebackup -R, hot standby) while the writer, on the primary,
+// with pg_basebackup, hot standby) while the writer, on the primary,
 // imports and reorganises the chain; the reader on the standby follows,
 // every answer checked, and ends serving the writer's chain.
 func TestStandby(t *testing.T) {

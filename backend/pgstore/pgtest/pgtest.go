@@ -38,6 +38,10 @@ const (
 	// URLEnv, when set, is the URL of a server to use instead of starting
 	// one: how the subprocesses of a test reach the parent's server.
 	URLEnv = "BLOCKRPC_PG_URL"
+	// BaseBackupEnv, when set, is the pg_basebackup program Standby runs
+	// instead of BinDir's: one of a newer version copies an older server,
+	// for a build of the server that comes without it.
+	BaseBackupEnv = "BLOCKRPC_PG_BASEBACKUP"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 package puts the server's
@@ -58,7 +62,23 @@ func Available() error { return findPrograms("initdb", "postgres") }
 
 // StandbyAvailable reports whether the program Standby needs is there,
 // and if not why.
-func StandbyAvailable() error { return findPrograms("pg_basebackup") }
+func StandbyAvailable() error {
+	if p := os.Getenv(BaseBackupEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s names %s: %w", BaseBackupEnv, p, err)
+		}
+		return nil
+	}
+	return findPrograms("pg_basebackup")
+}
+
+// baseBackup is the pg_basebackup program Standby runs.
+func baseBackup() string {
+	if p := os.Getenv(BaseBackupEnv); p != "" {
+		return p
+	}
+	return filepath.Join(BinDir(), "pg_basebackup")
+}
 
 func findPrograms(names ...string) error {
 	for _, p := range names {
@@ -114,10 +134,14 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// command runs a program of BinDir as the server's user. Its parent's
-// death kills it, so that a test process that dies leaves no server.
+// command runs a program of BinDir, or the one a path names, as the
+// server's user. Its parent's death kills it, so that a test process that
+// dies leaves no server.
 func (s *Server) command(name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(BinDir(), name), args...)
+	if !strings.Contains(name, "/") {
+		name = filepath.Join(BinDir(), name)
+	}
+	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
 	cmd.Dir = s.root
@@ -329,7 +353,7 @@ func (s *Server) Stop() error {
 }
 
 // Standby makes a streaming-replication standby of s with pg_basebackup
-// -R (hot standby, the default), and starts it.
+// (hot standby, the default), and starts it.
 func (s *Server) Standby(cfg Config) (*Server, error) {
 	if err := StandbyAvailable(); err != nil {
 		return nil, err
@@ -339,8 +363,12 @@ func (s *Server) Standby(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	sb := &Server{root: root, Dir: filepath.Join(root, "data"), cred: s.cred}
-	if err := sb.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres",
-		"-D", sb.Dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+	err = sb.run(baseBackup(), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres",
+		"-D", sb.Dir, "-X", "stream", "-c", "fast", "--no-sync")
+	if err == nil {
+		err = sb.configureStandby(s.Port)
+	}
+	if err != nil {
 		os.RemoveAll(root)
 		return nil, err
 	}
@@ -349,6 +377,46 @@ func (s *Server) Standby(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return sb, nil
+}
+
+// configureStandby makes the copied cluster a standby of the primary on
+// port, as pg_basebackup -R would, but with a connection string of the
+// options every version knows: -R writes each one its own libpq has, and
+// a server older than it refuses to start on those it does not know.
+// Before version 12 the settings go in recovery.conf, since then in the
+// configuration with a standby.signal file beside it.
+func (s *Server) configureStandby(primaryPort int) error {
+	v, err := os.ReadFile(filepath.Join(s.Dir, "PG_VERSION"))
+	if err != nil {
+		return err
+	}
+	major, err := strconv.Atoi(strings.TrimSpace(string(v)))
+	if err != nil {
+		return fmt.Errorf("PG_VERSION of the standby: %q", v)
+	}
+	conninfo := fmt.Sprintf("primary_conninfo = 'host=127.0.0.1 port=%d user=postgres'\n", primaryPort)
+	files := map[string]string{"standby.signal": "", "postgresql.auto.conf": conninfo}
+	if major < 12 {
+		files = map[string]string{"recovery.conf": "standby_mode = 'on'\n" + conninfo}
+	}
+	for name, text := range files {
+		path := filepath.Join(s.Dir, name)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteString(text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && s.cred != nil {
+			err = os.Chown(path, int(s.cred.Uid), int(s.cred.Gid))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CreateDatabase creates a database on the server and returns its URL.
