@@ -301,7 +301,14 @@ func (w *write) insert(b *backend.Block, uncles []*backend.Uncle, writeRecord bo
 			return nil, err
 		}
 	}
-	rec := record.Append(make([]byte, 0, b.Size+uint64(96*len(b.Transactions)+512)), lendable(b), uncles)
+	// The record takes about the block's RLP and the hashes beside its
+	// transactions. A block without its transactions' bodies gives a size
+	// nothing checks, no hint for an allocation.
+	sizeHint := uint64(96*len(b.Transactions) + 512)
+	if b.HasTransactionBodies() {
+		sizeHint += b.Size
+	}
+	rec := record.Append(make([]byte, 0, sizeHint), lendable(b), uncles)
 	if writeRecord {
 		w.set(recordKey(b.Number, b.Hash), rec)
 	}
