@@ -21,12 +21,13 @@
 // Every call of a Writer method is one Pebble batch, committed atomically:
 // a block with its indexes, a reorganisation with every canonical entry it
 // changes and the records it moves, a tag. A process killed at any point
-// (TestCrash kills real ones) reopens to the state after the last
-// committed call. By default a commit reaches the operating system but is
-// not synced to the disk: a killed process loses nothing, a crash of the
-// machine may lose the last writes but leaves the store consistent
-// (Pebble replays its log up to the last whole batch). Options.Sync syncs
-// every commit.
+// (TestCrash kills real ones) reopens to a consistent store: its state
+// after one of the calls committed, none half done. By default a commit is
+// not synced, and Pebble keeps the end of its log in the process until 32
+// KB of it are written: a killed process may lose its last writes, a crash
+// of the machine those not yet on the disk, and the store replays its log
+// up to the last whole batch. An import or a follower started again writes
+// them again. Options.Sync syncs every commit, and loses none.
 //
 // Readers take no lock: each call reads through one Pebble iterator, a
 // point-in-time view, so that a block asked for by number or tag is the
@@ -89,8 +90,9 @@ type Options struct {
 	// DefaultMemTableBytes: enough for an import to write large files.
 	MemTableBytes int64
 
-	// Sync makes every write wait until it is on the disk, so that a crash
-	// of the machine (not only of the process) loses nothing committed.
+	// Sync makes every write wait until it is on the disk, so that neither
+	// a killed process nor a crash of the machine loses a write that has
+	// returned.
 	// It costs a disk flush per block written, which slows an import by
 	// an order of magnitude.
 	Sync bool
