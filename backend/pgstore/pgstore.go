@@ -73,6 +73,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"runtime"
 	"time"
 
@@ -160,6 +161,14 @@ var (
 	ErrClosed = errors.New("pgstore: closed")
 )
 
+// maxConnsSetting matches pool_max_conns in a connection string of
+// either form, a URL's query or key=value settings.
+var maxConnsSetting = regexp.MustCompile(`(^|[?&\s])pool_max_conns\s*=`)
+
+// givesMaxConns reports whether the connection string sets the pool's
+// size: pgxpool.ParseConfig takes pool_max_conns out of what it parses.
+func givesMaxConns(connString string) bool { return maxConnsSetting.MatchString(connString) }
+
 // openPool connects to url with the options' schema and pool size.
 func openPool(ctx context.Context, url string, o *Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
@@ -168,7 +177,7 @@ func openPool(ctx context.Context, url string, o *Options) (*pgxpool.Pool, error
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
-	} else if _, given := cfg.ConnConfig.RuntimeParams["pool_max_conns"]; !given && cfg.MaxConns < int32(max(4, 2*runtime.GOMAXPROCS(0))) {
+	} else if !givesMaxConns(url) && cfg.MaxConns < int32(max(4, 2*runtime.GOMAXPROCS(0))) {
 		cfg.MaxConns = int32(max(4, 2*runtime.GOMAXPROCS(0)))
 	}
 	if o.Schema != "" {
