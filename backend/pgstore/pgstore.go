@@ -52,7 +52,9 @@
 // before a reorganisation or after it, and never a chain it has seen
 // replaced. Blocks are kept in the cache by hash (Options.CacheBytes):
 // they do not change. A Reader needs only SELECT, so it may read from a
-// hot standby; it never writes.
+// hot standby; it never writes. A head row older than the last one read,
+// as a standby further behind gives it, is passed over, so that a Reader
+// may also poll several standbys behind one address.
 //
 // # CockroachDB
 //

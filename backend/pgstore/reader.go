@@ -143,12 +143,21 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		&st.version, &st.reorgVersion, &latest, &latestHash, &earliest, &safe, &finalized,
 		&chainID, &st.chainIDBound, &st.pendingVersion, &pendingTD, &pendingBody)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// The tables exist, their first row not yet: an empty store.
-		r.head.Store(&headState{})
+		// The tables exist, their first row not yet: an empty store, or
+		// a standby further behind than the server of the last poll.
+		if old.version == 0 {
+			r.head.Store(&headState{})
+		}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: reading the head row: %w", err)
+	}
+	if st.version < old.version {
+		// A standby further behind than the server of the last poll (a
+		// load balancer in front of several): what is served never
+		// moves back.
+		return nil
 	}
 	if latest.Valid {
 		st.hasCanonical, st.latest, st.earliest = true, uint64(latest.Int64), uint64(earliest.Int64)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestReaderView checks what a reader that has not polled since a
@@ -74,4 +75,62 @@ func TestReaderView(t *testing.T) {
 	if latest, _ := r.BlockByNumber(ctx, backend.Latest); latest.Hash != s.short.Head().Hash {
 		t.Fatalf("latest after the poll: %d, want the short branch's head", latest.Number)
 	}
+}
+
+// TestReaderNeverBack gives a reader a head row older than the one it
+// serves, as a standby further behind than the one it polled before
+// gives it behind a load balancer: the reader passes over it, and what it
+// serves does not move back.
+func TestReaderNeverBack(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	for n := uint64(0); n <= 10; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	latest := func(want uint64) {
+		t.Helper()
+		b, err := r.BlockByNumber(ctx, backend.Latest)
+		if err != nil {
+			t.Fatalf("latest: %v", err)
+		}
+		if b.Number != want {
+			t.Fatalf("latest: block %d, want %d", b.Number, want)
+		}
+	}
+	latest(10)
+	version := pgstore.HeadVersion(r)
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version - 1, latest = 9, latest_hash = $1`,
+		s.main.Block(9).Hash[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	latest(10)
+	if v := pgstore.HeadVersion(r); v != version {
+		t.Errorf("head version %d after reading an older row, want %d still", v, version)
+	}
+
+	// The writer's next write is read.
+	if err := s.write(w, s.main.Block(11), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	latest(11)
 }
