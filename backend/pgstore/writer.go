@@ -29,8 +29,12 @@ type Writer struct {
 	owner  string // this writer's name in the lease row
 	server server
 
-	mu      sync.Mutex // one write at a time
-	closed  bool
+	mu     sync.Mutex // one write at a time
+	closed bool
+	// unsure tells that the last write failed where it may have
+	// committed (a connection lost during its COMMIT): the next one
+	// reads the head row again before it writes.
+	unsure  bool
 	lost    atomic.Bool
 	vacuums sync.WaitGroup // an Importer's vacuum, on a connection of its own
 
@@ -221,13 +225,23 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		return err
 	}
 	ctx := w.ctx
-	old := w.head.Load()
-	st := *old
-	st.version++ // what the canonical rows written now are marked with
+	var old *headState
+	var st headState
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := w.fence(ctx, tx); err != nil {
 			return err
 		}
+		if w.unsure {
+			// The lease's row lock, which fence holds, orders this read
+			// after the last write's commit, if there was one.
+			if err := w.Reader.Refresh(ctx); err != nil {
+				return err
+			}
+			w.unsure = false
+		}
+		old = w.head.Load()
+		st = *old
+		st.version++ // what the canonical rows written now are marked with
 		t := &txn{Tx: tx}
 		if err := fn(ctx, t, &st); err != nil {
 			return err
@@ -249,6 +263,7 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		if errors.As(err, &be) || errors.Is(err, ErrLeaseLost) {
 			return err
 		}
+		w.unsure = true
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	if st.reorgVersion != old.reorgVersion {
