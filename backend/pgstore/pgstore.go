@@ -80,6 +80,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -184,6 +186,14 @@ func openPool(ctx context.Context, url string, o *Options) (*pgxpool.Pool, error
 	}
 	if o.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+	}
+	// A statement whose context ends is cancelled on the server, which
+	// then lets go of its locks (a write's, of the lease's row among
+	// them), rather than left running on a connection pgx closes, until
+	// the server notices; the deadline is the fallback should the server
+	// not answer the cancel.
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
 	}
 	if _, given := cfg.ConnConfig.RuntimeParams["application_name"]; !given {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "blockrpc-pgstore"

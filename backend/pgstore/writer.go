@@ -29,8 +29,8 @@ type Writer struct {
 	owner  string // this writer's name in the lease row
 	server server
 
-	mu     sync.Mutex // one write at a time
-	closed bool
+	closed atomic.Bool // set by the first Close
+	mu     sync.Mutex  // one write at a time
 	// unsure tells that the last write failed where it may have
 	// committed (a connection lost during its COMMIT): the next one
 	// reads the head row again before it writes.
@@ -168,18 +168,19 @@ func (w *Writer) release() {
 	_, _ = w.pool.Exec(ctx, `UPDATE writer_lease SET owner = NULL, expires_at = NULL WHERE id = 1 AND owner = $1`, w.owner)
 }
 
-// Close stops the writer, and an Importer's vacuum under way, releases
-// its lease and closes the connections. Writes after Close fail with
-// ErrClosed.
+// Close stops the writer, and a write or an Importer's vacuum under way
+// (rolled back, cancelled on the server), releases its lease and closes
+// the connections. Writes after Close fail with ErrClosed.
 func (w *Writer) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
+	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	w.closed = true
-	w.mu.Unlock()
+	// Then a write under way ends, even one that waits on the server for
+	// a table lock, and the writes that wait for it find w closed. The
+	// lease is given up once it has ended: the write lock is free then.
 	w.cancel()
+	w.mu.Lock()
+	w.mu.Unlock()
 	<-w.renew
 	w.vacuums.Wait()
 	w.release()
@@ -207,7 +208,7 @@ func (w *Writer) fence(ctx context.Context, tx pgx.Tx) error {
 // held.
 func (w *Writer) usable() error {
 	switch {
-	case w.closed:
+	case w.closed.Load():
 		return ErrClosed
 	case w.lost.Load():
 		return ErrLeaseLost

@@ -9,6 +9,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestWriterUnsureCommit has the writer forget a reorganisation it
@@ -65,4 +66,74 @@ func TestWriterUnsureCommit(t *testing.T) {
 			t.Errorf("%s's latest: %v; want the main branch's head", name, err)
 		}
 	}
+}
+
+// TestWriterCloseDuringWrite closes a writer while a write waits for a
+// lock another session holds on its table (as an operator's LOCK, REINDEX
+// or VACUUM FULL holds one): Close ends the write, on the server too, and
+// gives the lease up, so that another writer opens at once.
+func TestWriterCloseDuringWrite(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	for n := uint64(0); n <= 10; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan error, 1)
+	go func() { written <- s.write(w, s.main.Block(11), true) }()
+
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	// The writer's backends waiting for a lock.
+	waiting := func() int {
+		t.Helper()
+		var n int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for start := time.Now(); waiting() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the write did not wait for the lock within 30s")
+		}
+	}
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited 30s for a write held on a lock, want it ended")
+	}
+	if err := <-written; err == nil {
+		t.Error("the write held on the lock succeeded, want it ended by Close")
+	}
+	if n := waiting(); n != 0 {
+		t.Errorf("%d statements of the writer still wait on the server after Close", n)
+	}
+	// Still under the lock: the lease was given up, not left to expire.
+	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a writer opened after Close: %v", err)
+	}
+	w2.Close()
 }
