@@ -115,6 +115,20 @@ func TestSingleWriter(t *testing.T) {
 	if err := third.AddBlock(block(3)); err != nil {
 		t.Fatal(err)
 	}
+	// The second serves what the third writes, as a reader does: it
+	// polls the head row.
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		latest, err := second.BlockByNumber(ctx, backend.Latest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if latest.Hash == block(3).Hash {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the writer whose lease was taken serves block %d as the latest 10s after the third wrote block 3", latest.Number)
+		}
+	}
 }
 
 // TestReaderNeedsTables checks that a reader of a schema no writer made

@@ -29,7 +29,8 @@
 // writes. A second OpenWriter is refused with ErrWriterBusy, or waits for
 // the lease with Options.WaitForLease. A writer that lost its lease (it
 // stalled past Options.LeaseTTL and another took over) fails every write
-// with ErrLeaseLost rather than write beside the new one. Each AddBlock,
+// with ErrLeaseLost rather than write beside the new one, and serves what
+// the new one writes, polling the head row as a Reader. Each AddBlock,
 // and so each reorganisation however deep, is one transaction.
 //
 // Blocks go in through the backend.Writer methods, each checked with

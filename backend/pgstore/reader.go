@@ -33,7 +33,9 @@ type Reader struct {
 	// its last write left).
 	head atomic.Pointer[headState]
 
-	polls  bool       // a Reader: it polls the head row (a Writer knows it)
+	// polls is set while the head row is polled: a Reader's, and a
+	// Writer's once its lease was taken (until then it knows the row).
+	polls  atomic.Bool
 	pollMu sync.Mutex // one poll at a time
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -77,16 +79,31 @@ func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error)
 		pool.Close()
 		return nil, err
 	}
-	r := &Reader{polls: true}
+	r := &Reader{}
 	r.init(pool, o)
 	if err := r.Refresh(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
+	r.startPolling()
+	return r, nil
+}
+
+// startPolling polls the head row every Options.PollInterval until
+// stopPolling.
+func (r *Reader) startPolling() {
 	pollCtx, stop := context.WithCancel(context.Background())
 	r.stop, r.done = stop, make(chan struct{})
+	r.polls.Store(true)
 	go r.poll(pollCtx)
-	return r, nil
+}
+
+// stopPolling stops the polling, if started, and waits for it to end.
+func (r *Reader) stopPolling() {
+	if r.stop != nil {
+		r.stop()
+		<-r.done
+	}
 }
 
 func (r *Reader) init(pool *pgxpool.Pool, o Options) {
@@ -96,10 +113,7 @@ func (r *Reader) init(pool *pgxpool.Pool, o Options) {
 
 // Close stops the polling and closes the connections.
 func (r *Reader) Close() {
-	if r.stop != nil {
-		r.stop()
-		<-r.done
-	}
+	r.stopPolling()
 	r.pool.Close()
 }
 
@@ -288,7 +302,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	err := r.pool.QueryRow(ctx, `SELECT c.hash, c.version, b.td, b.body
 		FROM canonical c JOIN blocks b ON b.hash = c.hash
 		WHERE c.number = $1`, int64(n)).Scan(&hash, &version, &td, &body)
-	if errors.Is(err, pgx.ErrNoRows) && retry && r.polls && st.hasCanonical && n >= st.earliest && n <= st.latest {
+	if errors.Is(err, pgx.ErrNoRows) && retry && r.polls.Load() && st.hasCanonical && n >= st.earliest && n <= st.latest {
 		// The chain was shortened since the last poll.
 		if err := r.refreshPast(ctx, st.version); err != nil {
 			return nil, err
@@ -304,7 +318,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	// second: it is served, once, but not noted as the canonical block at
 	// n under the second poll's reorganisation counter.
 	fromPoll := true
-	if r.polls && version > st.version {
+	if r.polls.Load() && version > st.version {
 		if err := r.refreshPast(ctx, version-1); err != nil {
 			return nil, err
 		}

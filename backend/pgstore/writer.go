@@ -36,6 +36,7 @@ type Writer struct {
 	// reads the head row again before it writes.
 	unsure  bool
 	lost    atomic.Bool
+	polling sync.Once      // started once the lease is lost (or never, once closed)
 	vacuums sync.WaitGroup // an Importer's vacuum, on a connection of its own
 
 	ctx    context.Context // ends at Close: the context of the writes
@@ -94,9 +95,27 @@ func ownerName() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(r[:]))
 }
 
-// Refresh does nothing: a Writer serves what it wrote, which its lease
-// makes the database's state.
-func (w *Writer) Refresh(ctx context.Context) error { return ctx.Err() }
+// Refresh does nothing while the Writer holds its lease: it serves what
+// it wrote, which the lease makes the database's state. A Writer whose
+// lease another writer took serves what that one writes, as a Reader
+// does: it polls the head row, and Refresh reads it.
+func (w *Writer) Refresh(ctx context.Context) error {
+	if w.lost.Load() {
+		return w.Reader.Refresh(ctx)
+	}
+	return ctx.Err()
+}
+
+// loseLease marks the lease as another writer's: writes fail with
+// ErrLeaseLost, and the Writer serves as a Reader from then on.
+func (w *Writer) loseLease() {
+	w.lost.Store(true)
+	w.polling.Do(func() {
+		if !w.closed.Load() {
+			w.Reader.startPolling()
+		}
+	})
+}
 
 // Owner returns the name this writer holds the lease under.
 func (w *Writer) Owner() string { return w.owner }
@@ -154,8 +173,8 @@ func (w *Writer) renewLease() {
 		case err != nil:
 			w.opts.Logger.Warn("pgstore: renewing the writer's lease failed", "err", err)
 		case tag.RowsAffected() != 1:
-			w.lost.Store(true)
-			w.opts.Logger.Error("pgstore: the writer's lease was taken by another writer; this one no longer writes")
+			w.opts.Logger.Error("pgstore: the writer's lease was taken by another writer; this one no longer writes, and serves what that one writes")
+			w.loseLease()
 			return
 		}
 	}
@@ -182,6 +201,8 @@ func (w *Writer) Close() error {
 	w.mu.Lock()
 	w.mu.Unlock()
 	<-w.renew
+	w.polling.Do(func() {}) // no polling starts now, and one started is seen
+	w.Reader.stopPolling()
 	w.vacuums.Wait()
 	w.release()
 	w.pool.Close()
@@ -198,7 +219,7 @@ func (w *Writer) fence(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	if tag.RowsAffected() != 1 {
-		w.lost.Store(true)
+		w.loseLease()
 		return ErrLeaseLost
 	}
 	return nil
