@@ -62,3 +62,13 @@ func decodeTD(b []byte) (*uint256.Int, error) {
 	}
 	return new(uint256.Int).SetBytes(b), nil
 }
+
+// hashOf reads a hash column: 32 bytes in every row the store writes, but
+// a row changed by hand may hold another length, which must be an error
+// rather than a panic.
+func hashOf(b []byte) (backend.Hash, error) {
+	if len(b) != len(backend.Hash{}) {
+		return backend.Hash{}, fmt.Errorf("%w: a hash of %d bytes in the tables", record.ErrCorrupt, len(b))
+	}
+	return backend.Hash(b), nil
+}

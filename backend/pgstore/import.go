@@ -313,8 +313,13 @@ func (im *Importer) sameChain(b *backend.Block) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("pgstore: %w", err)
-	case backend.Hash(hash) != b.Hash:
-		return fmt.Errorf("%w: its block %d is %s, the store's is %s", ErrOtherChain, b.Number, b.Hash, backend.Hash(hash))
+	}
+	stored, err := hashOf(hash)
+	switch {
+	case err != nil:
+		return fmt.Errorf("pgstore: canonical block %d: %w", b.Number, err)
+	case stored != b.Hash:
+		return fmt.Errorf("%w: its block %d is %s, the store's is %s", ErrOtherChain, b.Number, b.Hash, stored)
 	}
 	return nil
 }

@@ -324,7 +324,10 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 		}
 		fromPoll = false
 	}
-	h := backend.Hash(hash)
+	h, err := hashOf(hash)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: canonical block %d: %w", n, err)
+	}
 	b, err := r.decodeBlock(h, td, body)
 	if err != nil {
 		return nil, err

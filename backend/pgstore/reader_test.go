@@ -134,3 +134,41 @@ func TestReaderNeverBack(t *testing.T) {
 	}
 	latest(11)
 }
+
+// TestReaderCorruptHash cuts the hash of a canonical block short in its
+// rows, as a hand-made change could: reading the block is an error, not a
+// panic, and the other blocks are served.
+func TestReaderCorruptHash(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	for n := uint64(0); n <= 5; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, table := range []string{"canonical", "blocks"} {
+		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, table}.Sanitize()+` SET hash = substring(hash from 1 for 5) WHERE hash = $1`,
+			s.main.Block(3).Hash[:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.BlockByNumber(ctx, 3); err == nil || errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("block 3, its hash cut short: %v, want an error", err)
+	} else {
+		t.Logf("block 3: %v", err)
+	}
+	if b, err := r.BlockByNumber(ctx, 4); err != nil || b.Hash != s.main.Block(4).Hash {
+		t.Errorf("block 4: %v", err)
+	}
+}

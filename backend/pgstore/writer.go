@@ -470,7 +470,11 @@ func lookup(ctx context.Context, tx querier, hashes [][]byte) (map[backend.Hash]
 		}
 		s.number = uint64(number)
 		copy(s.parent[:], parent)
-		found[backend.Hash(hash)] = &s
+		h, err := hashOf(hash)
+		if err != nil {
+			return nil, err
+		}
+		found[h] = &s
 	}
 	return found, rows.Err()
 }
@@ -640,7 +644,11 @@ func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.I
 			if err != nil {
 				return nil, err
 			}
-			out[i] = backend.Descendant{Hash: backend.Hash(w.hash), Uncle: int(w.index), Difficulty: header.Difficulty, TD: have}
+			h, err := hashOf(w.hash)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = backend.Descendant{Hash: h, Uncle: int(w.index), Difficulty: header.Difficulty, TD: have}
 		}
 		return out, nil
 	}
@@ -727,7 +735,11 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 				broken = true
 				break
 			}
-			at, prev = uint64(num), backend.Hash(h)
+			at = uint64(num)
+			if prev, err = hashOf(h); err != nil {
+				rows.Close()
+				return err
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
