@@ -20,7 +20,8 @@
 //
 // Every call of a Writer method is one Pebble batch, committed atomically:
 // a block with its indexes, a reorganisation with every canonical entry it
-// changes and the records it moves, a tag. A process killed at any point
+// changes and the records it moves (refused past 3 GB, short of Pebble's
+// limit of a batch), a tag. A process killed at any point
 // (TestCrash kills real ones) reopens to a consistent store: its state
 // after one of the calls committed, none half done. By default a commit is
 // not synced, and Pebble keeps the end of its log in the process until 32

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -333,5 +334,45 @@ func sortHashes(h []backend.Hash) {
 		for j := i; j > 0 && bytes.Compare(h[j][:], h[j-1][:]) < 0; j-- {
 			h[j], h[j-1] = h[j-1], h[j]
 		}
+	}
+}
+
+// TestReorgTooLarge lowers the bound of a write's batch so that a
+// reorganisation to a long branch is over it: the reorganisation is
+// refused with an error, the chain is left as it was, and writes within
+// the bound go on.
+func TestReorgTooLarge(t *testing.T) {
+	defer func(max int) { maxBatchBytes = max }(maxBatchBytes)
+	maxBatchBytes = 32 << 10
+	ctx := context.Background()
+	main := chaintest.New(chaintest.Config{Seed: 4})
+	main.AddBlocks(40, chaintest.Txs(2))
+	side := main.Fork(10)
+	side.AddBlocks(40, chaintest.Txs(2))
+	s := openTest(t, nil)
+	for n := uint64(0); n < 40; n++ {
+		if err := s.AddBlock(main.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := uint64(11); n < 50; n++ {
+		if err := s.AddSideBlock(side.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := contents(t, s)
+	err := s.AddBlock(side.Block(50))
+	if err == nil || !strings.Contains(err.Error(), "batch") {
+		t.Fatalf("a reorganisation over the batch's bound: %v, want refused", err)
+	}
+	t.Log(err)
+	if after := contents(t, s); !maps.Equal(after, before) {
+		t.Error("the refused reorganisation changed the store")
+	}
+	if latest, err := s.BlockByNumber(ctx, backend.Latest); err != nil || latest.Hash != main.Block(39).Hash {
+		t.Errorf("latest after the refused reorganisation: %v; want the main branch's block 39", err)
+	}
+	if err := s.AddBlock(main.Block(40)); err != nil {
+		t.Errorf("a block after the refused reorganisation: %v", err)
 	}
 }

@@ -90,7 +90,15 @@ type write struct {
 	st    state
 	// chainIDChanged tells that st.chainID must be written.
 	chainIDChanged bool
+	// err is why the batch was not written whole: nothing of it is.
+	err error
 }
+
+// maxBatchBytes bounds a write's batch below Pebble's limit of 4 GB, past
+// which adding to a batch panics: a reorganisation that moves more than
+// that (the records of 10^4 blocks of 150 KB, each written twice) is
+// refused rather than written in parts.
+var maxBatchBytes = 3 << 30
 
 // write runs f under the writer lock and commits what it wrote, unless it
 // fails: then nothing of it is stored.
@@ -104,7 +112,12 @@ func (s *Store) write(f func(w *write) error) error {
 	defer s.wmu.Unlock()
 	w := &write{s: s, batch: s.db.NewIndexedBatch(), st: s.st}
 	defer w.batch.Close()
-	if err := f(w); err != nil {
+	err := f(w)
+	if w.err != nil {
+		// What f did next went without the writes left out.
+		return w.err
+	}
+	if err != nil {
 		return err
 	}
 	if w.chainIDChanged {
@@ -121,6 +134,9 @@ func (s *Store) write(f func(w *write) error) error {
 }
 
 func (w *write) set(key, value []byte) {
+	if !w.fits(len(key) + len(value)) {
+		return
+	}
 	// An indexed batch fails only when it is closed or read-only.
 	if err := w.batch.Set(key, value, nil); err != nil {
 		panic(err)
@@ -128,9 +144,22 @@ func (w *write) set(key, value []byte) {
 }
 
 func (w *write) delete(key []byte) {
+	if !w.fits(len(key)) {
+		return
+	}
 	if err := w.batch.Delete(key, nil); err != nil {
 		panic(err)
 	}
+}
+
+// fits reports whether an entry of n bytes fits in the batch, and sets
+// w.err when it does not.
+func (w *write) fits(n int) bool {
+	const entryOverhead = 16 // its kind and lengths
+	if w.err == nil && w.batch.Len()+n+entryOverhead > maxBatchBytes {
+		w.err = fmt.Errorf("pebblestore: the write is over the %d bytes one batch holds (a reorganisation too deep to be written at once)", maxBatchBytes)
+	}
+	return w.err == nil
 }
 
 // agreeChainID checks a block's chain id against the store's.
