@@ -310,29 +310,13 @@ func TestImporterCloseDuringVacuum(t *testing.T) {
 	if err := im.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	locker, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
 	// A vacuum waits for this lock; reads and writes do not.
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN SHARE UPDATE EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	lockTable(t, url, schema, "blocks", "SHARE UPDATE EXCLUSIVE")
 	closed := make(chan error, 1)
 	go func() { closed <- im.Close() }()
 
 	// Not the locker's: a transaction reads pg_stat_activity once.
-	watcher, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
+	watcher := connect(t, url)
 	// The backends whose last statement is a vacuum, and those of them
 	// running it.
 	vacuums := func() (backends, running int) {

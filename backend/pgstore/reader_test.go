@@ -85,11 +85,7 @@ func TestReaderNeverBack(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
-	for n := uint64(0); n <= 10; n++ {
-		if err := s.write(w, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.addMain(t, w, 10)
 	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +104,7 @@ func TestReaderNeverBack(t *testing.T) {
 	latest(10)
 	version := pgstore.HeadVersion(r)
 
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version - 1, latest = 9, latest_hash = $1`,
+	if _, err := connect(t, url).Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version - 1, latest = 9, latest_hash = $1`,
 		s.main.Block(9).Hash[:]); err != nil {
 		t.Fatal(err)
 	}
@@ -142,16 +133,8 @@ func TestReaderCorruptHash(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
-	for n := uint64(0); n <= 5; n++ {
-		if err := s.write(w, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	s.addMain(t, w, 5)
+	conn := connect(t, url)
 	for _, table := range []string{"canonical", "blocks"} {
 		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, table}.Sanitize()+` SET hash = substring(hash from 1 for 5) WHERE hash = $1`,
 			s.main.Block(3).Hash[:]); err != nil {

@@ -106,6 +106,17 @@ func (s *shared) write(w backend.Writer, b *backend.Block, canonical bool) error
 	return w.AddSideBlock(b, uncles...)
 }
 
+// addMain adds the main branch's blocks up to number last to w, one
+// AddBlock each.
+func (s *shared) addMain(t *testing.T, w backend.Writer, last uint64) {
+	t.Helper()
+	for n := uint64(0); n <= last; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // importMain imports the main branch up to block last with w's Importer,
 // and its long branch's blocks from 61 up to (not including) number
 // until, as side blocks.

@@ -9,7 +9,6 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestWriterUnsureCommit has the writer forget a reorganisation it
@@ -76,32 +75,12 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
-	for n := uint64(0); n <= 10; n++ {
-		if err := s.write(w, s.main.Block(n), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	locker, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	s.addMain(t, w, 10)
+	lockTable(t, url, schema, "blocks", "ACCESS EXCLUSIVE")
 	written := make(chan error, 1)
 	go func() { written <- s.write(w, s.main.Block(11), true) }()
 
-	watcher, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
+	watcher := connect(t, url)
 	// The writer's backends waiting for a lock.
 	waiting := func() int {
 		t.Helper()
