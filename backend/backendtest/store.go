@@ -262,6 +262,40 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	if _, err := s.BlockByHash(ctx, next.Hash); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("the refused block by hash: %v, want ErrNotFound", err)
 	}
+
+	// An uncle's given total difficulty, stored while its parent's was
+	// unknown, is checked once the parent comes with its own: a wrong one
+	// refuses the parent.
+	s = open(t)
+	nephew, _ := ref.BlockByNumber(ctx, 6)
+	uncle, err := ref.UncleByBlockHashAndIndex(ctx, nephew.Hash, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, _ := ref.BlockByHash(ctx, uncle.ParentHash)
+	for n := parent.Number + 1; n < nephew.Number; n++ {
+		blk, _ := ref.BlockByNumber(ctx, backend.BlockNumber(n))
+		writeBlock(t, s, ref, blk, true)
+	}
+	wrongUncle := *uncle
+	wrongUncle.TotalDifficulty = new(uint256.Int).AddUint64(uncle.TotalDifficulty, 1)
+	if err := s.AddBlock(nephew, &wrongUncle); err != nil {
+		t.Fatalf("a block whose uncle's parent is not stored: %v", err)
+	}
+	if _, err := s.BlockByNumber(ctx, backend.Latest); err != nil { // an Importer writes what it holds
+		t.Fatal(err)
+	}
+	var parentUncles []*backend.Uncle
+	for i := range parent.Uncles {
+		u, _ := ref.UncleByBlockHashAndIndex(ctx, parent.Hash, uint64(i))
+		parentUncles = append(parentUncles, u)
+	}
+	if err := s.AddBlock(parent, parentUncles...); err == nil {
+		t.Error("the parent of an uncle whose given totalDifficulty is not the parent's plus its difficulty was stored")
+	}
+	if _, err := s.BlockByHash(ctx, parent.Hash); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the refused parent by hash: %v, want ErrNotFound", err)
+	}
 }
 
 // testRefused gives blocks whose derived values contradict their

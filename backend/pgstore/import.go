@@ -125,7 +125,11 @@ type importItem struct {
 	*item
 	td       *uint256.Int   // settled (appends)
 	uncleTDs []*uint256.Int // settled, or nil where the parent is to be looked up (appends)
-	body     []byte         // encoded (appends)
+	// uncleWaits tells the uncles whose parent's total difficulty is
+	// unknown, so that theirs is worked out, or checked, once it is known
+	// (appends).
+	uncleWaits []bool
+	body       []byte // encoded (appends)
 }
 
 // NewImporter returns an Importer writing through w; ctx ends it.
@@ -352,7 +356,7 @@ func (im *Importer) append(it *item) error {
 	if err := backend.SettleTotalDifficulty("totalDifficulty", &td, im.tail.td, &b.Difficulty); err != nil {
 		return im.refuse(blockError(b, err))
 	}
-	x := &importItem{item: it, td: td, uncleTDs: make([]*uint256.Int, len(it.uncles))}
+	x := &importItem{item: it, td: td, uncleTDs: make([]*uint256.Int, len(it.uncles)), uncleWaits: make([]bool, len(it.uncles))}
 	for i, u := range it.uncles {
 		if parent, ok := im.recent[u.ParentHash]; ok && parent != nil {
 			x.uncleTDs[i] = u.TotalDifficulty
@@ -651,7 +655,7 @@ func (im *Importer) flushAppends(items []*importItem) error {
 		for _, x := range items {
 			for i, u := range x.uncles {
 				uncleRows = append(uncleRows, []any{x.b.Hash[:], int32(i), u.ParentHash[:], encodeTD(x.uncleTDs[i]), encodeUncle(nil, u)})
-				if x.uncleTDs[i] == nil {
+				if x.uncleWaits[i] {
 					t.queue(`INSERT INTO td_waiting (parent_hash, hash, idx) VALUES ($1, $2, $3)`, u.ParentHash[:], x.b.Hash[:], int32(i))
 				}
 			}
@@ -718,7 +722,7 @@ func (im *Importer) settleUncles(ctx context.Context, t *txn, items []*importIte
 			if err := backend.SettleTotalDifficulty("uncle totalDifficulty", &td, parentTD, &u.Difficulty); err != nil {
 				return errOneByOne // the block by block path names the block
 			}
-			x.uncleTDs[i] = td
+			x.uncleTDs[i], x.uncleWaits[i] = td, parentTD == nil
 		}
 	}
 	return nil
