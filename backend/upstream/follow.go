@@ -217,8 +217,10 @@ func fatalf(format string, args ...any) error {
 // nil, or until a failure that retrying cannot mend, which it returns: the
 // endpoint serves another chain than the store holds (its chain id, or the
 // store's first block, differs), or the store refuses the chain id. Network
-// failures, answers that do not verify and refusals by the store are
-// logged and retried. Run must not be called again before it returns.
+// failures, answers that do not verify, failed reads of the store and its
+// refusals are logged and retried; an endpoint that announces a block it
+// does not serve, or has fallen below the store's first block, is asked
+// again at the next poll. Run must not be called again before it returns.
 func (f *Follower) Run(ctx context.Context) error {
 	if !f.running.CompareAndSwap(false, true) {
 		return errors.New("upstream: the Follower is already running")
@@ -226,11 +228,16 @@ func (f *Follower) Run(ctx context.Context) error {
 	defer f.running.Store(false)
 	defer f.closer()
 
-	err := f.start(ctx)
+	started := false
 	var bo backoff
-	for err == nil {
+	for {
 		var again bool
-		again, err = f.step(ctx)
+		var err error
+		if started {
+			again, err = f.step(ctx)
+		} else if err = f.start(ctx); err == nil {
+			started, again = true, true
+		}
 		var fatal *fatalError
 		switch {
 		case ctx.Err() != nil:
@@ -247,11 +254,10 @@ func (f *Follower) Run(ctx context.Context) error {
 			bo.reset()
 			err = sleep(ctx, f.cfg.PollInterval)
 		}
+		if err != nil {
+			return nil // sleep ends early only with ctx
+		}
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }
 
 // start learns the endpoint's chain id and checks that it serves the chain
@@ -279,10 +285,10 @@ func (f *Follower) start(ctx context.Context) error {
 	stored, err := f.store.ChainID(ctx)
 	switch {
 	case err == nil && stored != id:
-		return fmt.Errorf("upstream: %s serves chain %d, the store holds chain %d", f.c.name, id, stored)
+		return fatalf("upstream: %s serves chain %d, the store holds chain %d", f.c.name, id, stored)
 	case errors.Is(err, backend.ErrNotFound):
 		if err := f.store.SetChainID(id); err != nil {
-			return fmt.Errorf("upstream: the store refuses the chain id %d of %s: %w", id, f.c.name, err)
+			return fatalf("upstream: the store refuses the chain id %d of %s: %w", id, f.c.name, err)
 		}
 	case err != nil:
 		return fmt.Errorf("upstream: the store's chain id: %w", err)
@@ -309,7 +315,7 @@ func (f *Follower) start(ctx context.Context) error {
 		return err
 	}
 	if theirs != nil && theirs.Hash != earliest.Hash {
-		return fmt.Errorf("upstream: %s serves another chain: its block %d is %s, the store's is %s", f.c.name, earliest.Number, theirs.Hash, earliest.Hash)
+		return fatalf("upstream: %s serves another chain: its block %d is %s, the store's is %s", f.c.name, earliest.Number, theirs.Hash, earliest.Hash)
 	}
 	// Progress shows where the store stands before the first poll; the
 	// log waits for the endpoint's head, which it would show as 0.
@@ -363,6 +369,11 @@ func (f *Follower) step(ctx context.Context) (again bool, err error) {
 		f.updateTags(ctx, head, local)
 		f.noteHeight(ctx, 0)
 		return false, nil
+	case ours == nil && headNumber < f.earliestNumber(ctx):
+		// The endpoint is below the store's first block (restarted, or
+		// syncing again): nothing of its chain can be compared with the
+		// store's before it is back above.
+		return false, nil
 	case headNumber <= local.Number:
 		// The endpoint's head is on another branch than the store's.
 		v, err := f.fetchByHash(ctx, head.Hash)
@@ -370,9 +381,9 @@ func (f *Follower) step(ctx context.Context) (again bool, err error) {
 		case err != nil:
 			return false, err
 		case v == nil:
-			return true, nil // gone already: poll again
+			return false, nil // gone already: the next poll sees where it is
 		}
-		return true, f.reorg(ctx, v)
+		return f.reorg(ctx, v)
 	}
 	return f.backfill(ctx, local.Number+1, min(headNumber, local.Number+f.batch()), local)
 }
@@ -448,14 +459,17 @@ func (f *Follower) backfill(ctx context.Context, from, to uint64, parent *backen
 			return false, s.err
 		}
 		if s.v == nil {
-			// The endpoint no longer has a block it announced: its chain
-			// has become shorter. The next poll sees where it is.
-			return true, nil
+			// The endpoint does not have a block it announced: its chain
+			// has become shorter, or the machine behind its address that
+			// answered is behind the one that announced it. The next
+			// poll sees where it is; asking again at once could go on
+			// as fast as it answers.
+			return false, nil
 		}
 		b := s.v.block
 		if parent != nil && b.ParentHash != parent.Hash {
 			cancel()
-			return true, f.reorg(ctx, s.v)
+			return f.reorg(ctx, s.v)
 		}
 		first := parent == nil
 		stripTotalDifficulty(s.v)
@@ -485,8 +499,21 @@ func (f *Follower) backfill(ctx context.Context, from, to uint64, parent *backen
 // fetching by hash those the store does not hold, then writes them as side
 // blocks and top with AddBlock, which switches the chain in one step. It
 // also serves a new branch shorter than the old: the old blocks above top
-// stop being canonical.
-func (f *Follower) reorg(ctx context.Context, top *verified) error {
+// stop being canonical. It reports whether to poll again at once: not
+// when the endpoint no longer has a block of the branch.
+func (f *Follower) reorg(ctx context.Context, top *verified) (bool, error) {
+	err := f.switchBranch(ctx, top)
+	if errors.Is(err, errBranchGone) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// errBranchGone is switchBranch's when the endpoint no longer has a block
+// of the branch: it moved on again, and the next poll sees where.
+var errBranchGone = errors.New("upstream: the branch is gone")
+
+func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 	oldHead, err := f.latest(ctx)
 	if err != nil {
 		return err
@@ -525,7 +552,7 @@ func (f *Follower) reorg(ctx context.Context, top *verified) error {
 			return err
 		}
 		if v == nil {
-			return nil // the endpoint moved on again: the next poll sees where
+			return errBranchGone
 		}
 		if v.block.Number != n {
 			return &VerifyError{Endpoint: f.c.name, Block: cur.ParentHash.String(),

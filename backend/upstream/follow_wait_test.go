@@ -1,0 +1,109 @@
+package upstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+)
+
+// TestFollowAnnouncedMissing has the node announce a head it does not
+// serve, as a provider does whose machines behind one address are not
+// all at the same height: the follower asks again at the next poll, not
+// as fast as the node answers, and takes the block once it is served.
+func TestFollowAnnouncedMissing(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(20, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	dst := memstore.New()
+	const poll = 100 * time.Millisecond
+	f := startFollower(t, dst, node, upstream.FollowConfig{PollInterval: poll})
+	waitSynced(t, f, dst, b.Store())
+
+	b.AddBlocks(1, chaintest.Txs(1))
+	var hide atomic.Bool
+	hide.Store(true)
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if hide.Load() && method == "eth_getBlockByNumber" && len(params) > 0 && string(params[0]) == `"0x15"` {
+			return json.RawMessage("null")
+		}
+		return result
+	})
+	before := node.Calls("eth_getBlockByNumber")
+	time.Sleep(10 * poll)
+	// A poll asks for the latest block and block 21, and once synced the
+	// safe and finalized ones: 4 calls a poll at most.
+	if calls := node.Calls("eth_getBlockByNumber") - before; calls > 4*(10+2) {
+		t.Errorf("%d calls of eth_getBlockByNumber in %v of polls every %v, for a block the node does not serve", calls, 10*poll, poll)
+	}
+	hide.Store(false)
+	waitSynced(t, f, dst, b.Store())
+}
+
+// TestFollowNodeBelowStore has the node fall back below the first block of
+// a store that starts past the genesis, as a node restarted and syncing
+// again does: the follower waits for it, rather than take it for another
+// chain, and goes on once the node is back above.
+func TestFollowNodeBelowStore(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(20, chaintest.Txs(1))
+	full := b.Store()
+	node := newFakeNode(t, full)
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{From: 10})
+	waitSynced(t, f, dst, full)
+
+	early := memstore.New()
+	for n := range uint64(6) {
+		blk := storeBlock(t, full, backend.BlockNumber(n))
+		if err := early.AddBlock(blk, storeUncles(t, full, blk)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node.SetStore(early)
+	before := node.Calls("eth_getBlockByNumber")
+	waitFor(t, "the follower to poll the node below the store's first block", func() bool {
+		return node.Calls("eth_getBlockByNumber")-before >= 20
+	})
+	b.AddBlocks(5, chaintest.Txs(1))
+	node.SetStore(b.Store())
+	waitSynced(t, f, dst, b.Store())
+	if err := f.stop(); err != nil {
+		t.Errorf("Run: %v, want it to have waited for the node", err)
+	}
+}
+
+// failingStore fails its first reads of the chain id, as a database does
+// that is restarting.
+type failingStore struct {
+	*memstore.Store
+	failures atomic.Int32
+}
+
+func (s *failingStore) ChainID(ctx context.Context) (uint64, error) {
+	if s.failures.Add(-1) >= 0 {
+		return 0, errors.New("the connection was reset")
+	}
+	return s.Store.ChainID(ctx)
+}
+
+// TestFollowStoreFailsAtStart fails the store's first reads as the
+// follower starts: it retries them, and copies the chain.
+func TestFollowStoreFailsAtStart(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(10, chaintest.Txs(1))
+	dst := &failingStore{Store: memstore.New()}
+	dst.failures.Store(2)
+	f := startFollower(t, dst, newFakeNode(t, b.Store()), upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	if got := f.logs.find("following failed"); len(got) != 2 {
+		t.Errorf("%d failures logged, want the store's 2", len(got))
+	}
+}
