@@ -82,7 +82,7 @@ func (e *endpoint) usable(now time.Time, best, maxLag uint64) bool {
 	if e.wrongChain || now.Before(e.skipUntil) {
 		return false
 	}
-	return !e.headKnown || e.head+maxLag >= best
+	return !e.headKnown || e.head >= best || best-e.head <= maxLag
 }
 
 // EndpointStatus is what the Backend knows of one endpoint.

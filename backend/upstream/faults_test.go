@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -519,4 +521,36 @@ func compareShaped(t *testing.T, up *upstream.Backend, store *memstore.Store) in
 		compared += 2
 	}
 	return compared
+}
+
+// TestFarHead gives the tracker a primary that claims a head far above the
+// secondary's, a header whose hash holds but whose chain the primary
+// cannot give below it: the head is the secondary's, at Open, which the
+// other endpoint counts as no lag of its own, and a number near the
+// largest does not wrap the tracker's arithmetic.
+func TestFarHead(t *testing.T) {
+	t.Parallel()
+	store := faultChain(t)
+	head := storeBlock(t, store, backend.Latest)
+	for _, far := range []uint64{head.Number + 1<<40, math.MaxUint64} {
+		t.Run(fmt.Sprint(far), func(t *testing.T) {
+			fake := head.Copy()
+			fake.Number = far
+			fake.Hash = backend.HeaderHash(&fake.Header)
+			liar, honest := newFakeNode(t, store), newFakeNode(t, store)
+			liar.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+				if method == "eth_getBlockByNumber" && len(params) == 2 && string(params[0]) == `"latest"` {
+					return fake.AppendJSON(nil, string(params[1]) == "true")
+				}
+				return result
+			})
+			up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, liar.URL, honest.URL)
+			if got, err := up.BlockByNumber(context.Background(), backend.Latest); err != nil || got.Hash != head.Hash {
+				t.Fatalf("latest: %v; want the secondary's head", err)
+			}
+			if st := up.Status(); !st[1].Healthy || st[1].Lag != 0 {
+				t.Errorf("the secondary's status %+v, want healthy and not lagging", st[1])
+			}
+		})
+	}
 }

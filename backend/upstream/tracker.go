@@ -25,7 +25,8 @@ type view struct {
 	// finalized block are final and left to the cache.
 	canon map[uint64]backend.Hash
 	low   uint64
-	// best is the highest head any endpoint reported.
+	// best is the highest head the endpoints reported at the poll, less
+	// those of the endpoints whose chain did not hold together below it.
 	best uint64
 	// at is when an endpoint last answered a poll: tags older than a
 	// poll or two are not served (see Backend.tag).
@@ -168,7 +169,6 @@ func (b *Backend) poll(ctx context.Context) error {
 	wg.Wait()
 
 	now := time.Now()
-	var best uint64
 	for i, r := range results {
 		if r.err == errWrongChain || r.err == errWaiting {
 			continue
@@ -187,20 +187,36 @@ func (b *Backend) poll(ctx context.Context) error {
 		}
 		b.endpointAnswered(ctx, r.ep)
 		r.ep.setHead(r.head.number)
-		best = max(best, r.head.number)
 	}
+	// The view is the first endpoint's, in the order of preference, that
+	// is within MaxLag of the best head and whose chain holds together
+	// below its head. One whose chain does not leaves the view to the
+	// next, and its head counts for nothing: an endpoint that claims a
+	// head far above the others' cannot make them all lag.
 	var errs []error
-	for _, r := range results {
-		if r.err != nil || r.head.number+b.cfg.MaxLag < best {
-			continue
+	tried := make([]bool, len(results))
+	for {
+		var best uint64
+		for i, r := range results {
+			if r.err == nil && !tried[i] {
+				best = max(best, r.head.number)
+			}
 		}
-		// An endpoint whose chain does not hold together below its head
-		// leaves the view to the next one.
-		err := b.advance(ctx, r, best)
-		if err == nil {
-			return nil
+		found := false
+		for i, r := range results {
+			if r.err != nil || tried[i] || best-r.head.number > b.cfg.MaxLag {
+				continue
+			}
+			found, tried[i] = true, true
+			err := b.advance(ctx, r, best)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
+		if !found {
+			break
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
