@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -399,5 +400,34 @@ func TestPendingTampered(t *testing.T) {
 	got, err := up.BlockByNumber(ctx, backend.Pending)
 	if err != nil || diffAnswer(got, want) != "" {
 		t.Fatalf("the pending block, once honest: %v %s", err, diffAnswer(got, want))
+	}
+}
+
+// TestTooManyUncles has an endpoint list 10,000 uncles for a block, whose
+// hash holds (the list is not in the header): the block is refused
+// before any uncle is asked for, in what would be a batch of 10,000 calls.
+func TestTooManyUncles(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	hashes := make([]string, 10000)
+	for i := range hashes {
+		hashes[i] = fmt.Sprintf(`"0x%064x"`, i)
+	}
+	node.SetRewrite(blockRewrite(target.Hash, func(b json.RawMessage) json.RawMessage {
+		return setMember(b, "uncles", json.RawMessage("["+strings.Join(hashes, ",")+"]"))
+	}))
+	got, err := up.BlockByNumber(context.Background(), backend.BlockNumber(target.Number))
+	checkRefused(t, "by number", got, err)
+	if !strings.Contains(err.Error(), "10000 listed") {
+		t.Errorf("the error %q does not say how many uncles were listed", err)
+	}
+	if n := node.Calls("eth_getUncleByBlockHashAndIndex"); n != 0 {
+		t.Errorf("%d uncles asked for", n)
 	}
 }

@@ -41,6 +41,11 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
+// maxUncles is how many uncles a block may have (two, by Ethereum's
+// rules since its first block). A block that lists more is refused
+// before its uncles are asked for, in a batch as long as the list.
+const maxUncles = 2
+
 // fetchBlock asks the endpoint for a block with its transaction objects,
 // by number or tag (method eth_getBlockByNumber) or by hash
 // (eth_getBlockByHash), then for its uncles in one batch, and verifies all
@@ -61,6 +66,10 @@ func (c *client) fetchBlock(ctx context.Context, method string, arg any, chainID
 	}
 	if b.Pending {
 		return nil, &VerifyError{Endpoint: c.name, Block: what, Err: &backend.FieldError{Object: "block", Field: "number", Err: backend.ErrMissingField}}
+	}
+	if len(b.Uncles) > maxUncles {
+		return nil, &VerifyError{Endpoint: c.name, Block: what, Err: &backend.FieldError{Object: "block", Field: "uncles",
+			Err: fmt.Errorf("%d listed, more than the %d a block may have", len(b.Uncles), maxUncles)}}
 	}
 	var uncles []*backend.Uncle
 	if len(b.Uncles) > 0 {
