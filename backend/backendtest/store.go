@@ -53,18 +53,24 @@ func buildChain(cfg chaintest.Config, n int) *chaintest.Builder {
 	return b
 }
 
-// writeBlock writes one block of src, with its uncles, into dst.
-func writeBlock(t *testing.T, dst backend.Writer, src backend.Backend, b *backend.Block, canonical bool) {
+// unclesOf returns the uncles of a block of src, in order.
+func unclesOf(t *testing.T, src backend.Backend, b *backend.Block) []*backend.Uncle {
 	t.Helper()
-	ctx := context.Background()
 	uncles := make([]*backend.Uncle, len(b.Uncles))
 	for i := range uncles {
-		u, err := src.UncleByBlockHashAndIndex(ctx, b.Hash, uint64(i))
+		u, err := src.UncleByBlockHashAndIndex(context.Background(), b.Hash, uint64(i))
 		if err != nil {
 			t.Fatalf("the reference's uncle %d of block %d: %v", i, b.Number, err)
 		}
 		uncles[i] = u
 	}
+	return uncles
+}
+
+// writeBlock writes one block of src, with its uncles, into dst.
+func writeBlock(t *testing.T, dst backend.Writer, src backend.Backend, b *backend.Block, canonical bool) {
+	t.Helper()
+	uncles := unclesOf(t, src, b)
 	add := dst.AddBlock
 	if !canonical {
 		add = dst.AddSideBlock
@@ -251,12 +257,7 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	next, _ := ref.BlockByNumber(ctx, 5)
 	wrong := next.Copy()
 	wrong.TotalDifficulty = new(uint256.Int).AddUint64(next.TotalDifficulty, 1)
-	var uncles []*backend.Uncle
-	for i := range next.Uncles {
-		u, _ := ref.UncleByBlockHashAndIndex(ctx, next.Hash, uint64(i))
-		uncles = append(uncles, u)
-	}
-	if err := s.AddBlock(wrong, uncles...); err == nil {
+	if err := s.AddBlock(wrong, unclesOf(t, ref, next)...); err == nil {
 		t.Error("a block whose totalDifficulty is not its parent's plus its difficulty was stored")
 	}
 	if _, err := s.BlockByHash(ctx, next.Hash); !errors.Is(err, backend.ErrNotFound) {
@@ -285,12 +286,7 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	if _, err := s.BlockByNumber(ctx, backend.Latest); err != nil { // an Importer writes what it holds
 		t.Fatal(err)
 	}
-	var parentUncles []*backend.Uncle
-	for i := range parent.Uncles {
-		u, _ := ref.UncleByBlockHashAndIndex(ctx, parent.Hash, uint64(i))
-		parentUncles = append(parentUncles, u)
-	}
-	if err := s.AddBlock(parent, parentUncles...); err == nil {
+	if err := s.AddBlock(parent, unclesOf(t, ref, parent)...); err == nil {
 		t.Error("the parent of an uncle whose given totalDifficulty is not the parent's plus its difficulty was stored")
 	}
 	if _, err := s.BlockByHash(ctx, parent.Hash); !errors.Is(err, backend.ErrNotFound) {
