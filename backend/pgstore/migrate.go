@@ -157,7 +157,20 @@ func keepInline(ctx context.Context, pool *pgxpool.Pool) error {
 // (PostgreSQL 14 and later, when built with it), or else stored without
 // compression. Its default, pglz, spends more time trying to compress a
 // body than writing it, and then mostly keeps it as it was.
+//
+// Each ALTER TABLE waits for every transaction that reads the table and
+// holds up those that come after, so that a writer that opens makes none
+// once a setting is made: neither lz4, nor the storage of a server
+// without it, which would otherwise try lz4 again at every open.
 func compressBodies(ctx context.Context, pool *pgxpool.Pool) error {
+	var storage string
+	if err := pool.QueryRow(ctx, `SELECT attstorage::TEXT FROM pg_attribute
+		WHERE attrelid = 'blocks'::regclass AND attname = 'body'`).Scan(&storage); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if storage != "x" {
+		return nil // not the default: set already
+	}
 	var compression string
 	err := pool.QueryRow(ctx, `SELECT attcompression::TEXT FROM pg_attribute
 		WHERE attrelid = 'blocks'::regclass AND attname = 'body'`).Scan(&compression)
@@ -170,14 +183,6 @@ func compressBodies(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 	}
 	// Before PostgreSQL 14, or without lz4.
-	var storage string
-	if err := pool.QueryRow(ctx, `SELECT attstorage::TEXT FROM pg_attribute
-		WHERE attrelid = 'blocks'::regclass AND attname = 'body'`).Scan(&storage); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
-	}
-	if storage != "x" {
-		return nil // not the default: set already
-	}
 	if _, err := pool.Exec(ctx, `ALTER TABLE blocks ALTER COLUMN body SET STORAGE EXTERNAL`); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}

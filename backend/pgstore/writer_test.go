@@ -109,8 +109,12 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	if n := waiting(); n != 0 {
 		t.Errorf("%d statements of the writer still wait on the server after Close", n)
 	}
-	// Still under the lock: the lease was given up, not left to expire.
-	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	// Still under the lock, which a writer that opens does not wait for
+	// (the tables' settings are made): the lease was given up, not left
+	// to expire.
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w2, err := pgstore.OpenWriter(openCtx, url, &pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatalf("a writer opened after Close: %v", err)
 	}
