@@ -26,9 +26,11 @@ type ImportOptions struct {
 	BatchBlocks int
 	BatchBytes  int
 
-	// SameChain refuses, with ErrOtherChain, a first canonical block that
-	// a store holding a chain has another block at the number of: a dump
-	// of another chain. ImportDump sets it.
+	// SameChain refuses, with ErrOtherChain, a first canonical block
+	// that a store holding a chain cannot take as its own chain's: one
+	// with another block at its number, or one above its latest block
+	// that is not that block's child (a dump of another chain, or one that
+	// leaves a gap). ImportDump sets it.
 	SameChain bool
 
 	// Progress, when set, is called after each batch is written.
@@ -56,7 +58,7 @@ type ImportProgress struct {
 
 // ErrOtherChain is returned by an Importer with SameChain set (and so by
 // ImportDump) for a dump whose first block is not the store's block at its
-// number.
+// number, or, above the store's latest block, not its child.
 var ErrOtherChain = errors.New("pgstore: the dump is of another chain than the store holds")
 
 // Importer is a backend.Writer that writes through a Writer in batches:
@@ -303,12 +305,17 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 }
 
 // sameChain refuses a first block that conflicts with the store's block
-// at its number.
+// at its number, or that does not continue the store's chain.
 func (im *Importer) sameChain(b *backend.Block) error {
 	im.checked = true
 	st := im.w.head.Load()
-	if !st.hasCanonical || b.Number > st.latest {
+	switch {
+	case !st.hasCanonical:
 		return nil
+	case b.Number == st.latest+1 && b.ParentHash == st.latestHash:
+		return nil
+	case b.Number > st.latest:
+		return fmt.Errorf("%w: its first block, %d (%s), does not follow the store's latest, %d (%s)", ErrOtherChain, b.Number, b.Hash, st.latest, st.latestHash)
 	}
 	var hash []byte
 	err := im.w.pool.QueryRow(im.ctx, `SELECT hash FROM canonical WHERE number = $1`, int64(b.Number)).Scan(&hash)

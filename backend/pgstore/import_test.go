@@ -108,6 +108,17 @@ func TestImportDump(t *testing.T) {
 	if after := headVersion(t, url, schema); after != before {
 		t.Errorf("a refused dump wrote %d times", after-before)
 	}
+	// Nor a part of it that starts above the store's latest block, which
+	// would leave a gap below it.
+	other.AddBlocks(demo.Head+5-3, chaintest.Txs(1))
+	lines := bytes.SplitAfter(dump(t, other.Store()), []byte("\n"))
+	err = w.ImportDump(ctx, bytes.NewReader(bytes.Join(lines[demo.Head+3:], nil)), nil)
+	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "does not follow the store's latest") {
+		t.Errorf("importing a part of another chain above the store's latest block: %v, want ErrOtherChain", err)
+	}
+	if after := headVersion(t, url, schema); after != before {
+		t.Errorf("a refused dump wrote %d times", after-before)
+	}
 }
 
 // TestImportGrowingDump imports a dump, then a longer dump of the same

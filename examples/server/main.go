@@ -78,7 +78,8 @@
 // With -store pebble:DIR or a postgres:// URL the chain is kept in a
 // persistent store. -chain imports the dump into it: blocks the store holds
 // already are skipped, so the same dump twice changes nothing, and a dump
-// of another chain is refused. A long import logs a line every 5 seconds:
+// of another chain, or one that would leave a gap above the store's latest
+// block, is refused. A long import logs a line every 5 seconds:
 // the blocks written, blocks and MB of the dump read a second, the share
 // of the dump read and the time left. -follow copies the endpoint into the
 // store, and resumes after the store's latest block when it holds some.

@@ -366,7 +366,7 @@ func importDump(ctx context.Context, log *slog.Logger, spec storeSpec, what stri
 			})
 		default:
 			loader := memstore.Loader{Logger: log}
-			done <- loader.LoadInto(in, countingWriter{Writer: s, n: &p.blocks})
+			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{store: s}, n: &p.blocks})
 		}
 	}()
 	var err error
@@ -483,6 +483,60 @@ func (c countingReader) Read(p []byte) (int, error) {
 }
 
 // countingWriter counts the blocks a Writer takes.
+// sameChainWriter refuses, with the store's ErrOtherChain, a dump whose
+// first canonical block the store cannot take as its own chain's: another
+// block than the store's at its number, or, above the store's latest
+// block, not that block's child (another chain of the same chain id, or a
+// dump that leaves a gap), which would otherwise become canonical and cut
+// the store's chain short. pgstore's ImportDump checks the same.
+type sameChainWriter struct {
+	store   writableStore
+	checked bool
+}
+
+func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
+	if !w.checked {
+		w.checked = true
+		if err := w.check(b); err != nil {
+			return err
+		}
+	}
+	return w.store.AddBlock(b, uncles...)
+}
+
+func (w *sameChainWriter) check(b *backend.Block) error {
+	ctx := context.Background()
+	latest, err := w.store.BlockByNumber(ctx, backend.Latest)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return nil // an empty store
+	case err != nil:
+		return err
+	case b.Number == latest.Number+1 && b.ParentHash == latest.Hash:
+		return nil
+	case b.Number > latest.Number:
+		return fmt.Errorf("%w: its first block, %d (%s), does not follow the store's latest, %d (%s)", pebblestore.ErrOtherChain, b.Number, b.Hash, latest.Number, latest.Hash)
+	}
+	ours, err := w.store.BlockByNumber(ctx, backend.BlockNumber(b.Number))
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return nil // below the store's first block, or in a gap of it
+	case err != nil:
+		return err
+	case ours.Hash != b.Hash:
+		return fmt.Errorf("%w: its block %d is %s, the store's is %s", pebblestore.ErrOtherChain, b.Number, b.Hash, ours.Hash)
+	}
+	return nil
+}
+
+func (w *sameChainWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
+	return w.store.AddSideBlock(b, uncles...)
+}
+func (w *sameChainWriter) SetSafe(n uint64) error            { return w.store.SetSafe(n) }
+func (w *sameChainWriter) SetFinalized(n uint64) error       { return w.store.SetFinalized(n) }
+func (w *sameChainWriter) SetPending(b *backend.Block) error { return w.store.SetPending(b) }
+func (w *sameChainWriter) SetChainID(id uint64) error        { return w.store.SetChainID(id) }
+
 type countingWriter struct {
 	backend.Writer
 	n *atomic.Int64

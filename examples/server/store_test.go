@@ -167,6 +167,24 @@ func otherChainDump(t *testing.T) string {
 	return saveDump(t, other.Store())
 }
 
+// otherChainPart writes the dump of blocks from to to of another chain of
+// the demo chain's id: one without its genesis.
+func otherChainPart(t *testing.T, from, to int) string {
+	t.Helper()
+	other := chaintest.New(chaintest.Config{Seed: 99, ChainID: demo.ChainID})
+	other.AddBlocks(to, chaintest.Txs(1))
+	whole, err := os.ReadFile(saveDump(t, other.Store()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(whole, []byte("\n"))
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("other-%d-%d.jsonl", from, to))
+	if err := os.WriteFile(path, bytes.Join(lines[from:to+1], nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // rpcURL returns the endpoint a run printed, with key k.
 func rpcURL(srv *server) string {
 	return regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout()) + "k"
@@ -265,6 +283,16 @@ func TestStorePebble(t *testing.T) {
 	if !strings.Contains(logs, `msg="store: closed"`) {
 		t.Errorf("the store is not closed after the refusal:\n%s", logs)
 	}
+	// Nor a part of it without its genesis: at numbers the store holds,
+	// or above its latest block, which would leave a gap.
+	for _, part := range []string{otherChainPart(t, 2, 6), otherChainPart(t, demo.Head+3, demo.Head+5)} {
+		if _, err := runFails(t, "-store", "pebble:"+dir, "-chain", part); !errors.Is(err, pebblestore.ErrOtherChain) {
+			t.Errorf("%s: %v, want ErrOtherChain", part, err)
+		}
+	}
+	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+	compareSome(t, rpcURL(srv), ref)
+	srv.stop(t)
 	reference.stop(t)
 }
 
