@@ -227,7 +227,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		sample                 int
 	)
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package quotes a value it refuses, which may be a
+	// postgres:// URL given where it does not belong (-read-only URL).
+	fs.SetOutput(secretMasker{stderr})
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8545", "`HOST:PORT` to listen on")
 	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain (with -store, imported into the store)")
 	fs.StringVar(&keys, "keys", "", "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
@@ -255,10 +257,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.keyStale, "key-stale", keystore.DefaultStale, "how long the keys last read are served while the -keystore cannot be read; past it, requests get 503")
 	fs.StringVar(&adminTokenValue, "admin-token", "", "the `TOKEN` that signs in to the dashboard (default: $BLOCKRPC_ADMIN_TOKEN, else one generated for a loopback -admin)")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errors.New(maskSecrets(err.Error()))
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return o, errors.New(maskSecrets(fmt.Sprintf("unexpected arguments: %q", fs.Args())))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

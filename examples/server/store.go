@@ -16,6 +16,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,11 @@ func parseStore(value string) (storeSpec, error) {
 		}
 		return storeSpec{kind: storePebble, dir: dir, name: value}, nil
 	case strings.HasPrefix(value, "postgres://"), strings.HasPrefix(value, "postgresql://"):
-		return parsePostgres(value)
+		s, err := parsePostgres(value)
+		if err != nil {
+			return storeSpec{}, fmt.Errorf("-store: %w", err)
+		}
+		return s, nil
 	}
 	return storeSpec{}, errors.New("-store: want memory, pebble:DIR, or a postgres:// (or postgresql://) URL")
 }
@@ -97,7 +102,7 @@ func parsePostgres(raw string) (storeSpec, error) {
 				reason = inner
 			}
 		}
-		return storeSpec{}, fmt.Errorf("-store: the %s:// URL is %s", scheme, reason)
+		return storeSpec{}, fmt.Errorf("the %s:// URL is %s", scheme, reason)
 	}
 	s := storeSpec{kind: storePostgres, url: raw}
 	db := strings.TrimPrefix(u.Path, "/")
@@ -556,4 +561,28 @@ func (c countingWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle)
 		c.n.Add(1)
 	}
 	return err
+}
+
+// The passwords of connection strings in a text: a URL's
+// (scheme://user:password@) and a key=value string's or a URL query's.
+var (
+	urlPassword     = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s"]*:)[^@\s"]*@`)
+	settingPassword = regexp.MustCompile(`(password=)[^\s&"]*`)
+)
+
+// maskSecrets masks the passwords of the connection strings in s.
+func maskSecrets(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
+	return settingPassword.ReplaceAllString(s, "${1}xxxxx")
+}
+
+// secretMasker writes what it is given with the passwords of connection
+// strings masked.
+type secretMasker struct{ w io.Writer }
+
+func (m secretMasker) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(m.w, maskSecrets(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -86,6 +86,7 @@ func TestStoreFlags(t *testing.T) {
 		{[]string{"-store", "mysql://root:" + secret + "@db.example/chain"}, "want memory, pebble:DIR, or a postgres://"},
 		{[]string{"-store", "postgres://blockrpc:" + secret + "@db.example:port/chain"}, "the postgres:// URL is"},
 		{[]string{"-store", "postgresql://blockrpc:" + secret + "@[::1/chain"}, "the postgresql:// URL is"},
+		{[]string{"-keystore", "postgres://blockrpc:" + secret + "@db.example:port/chain"}, "-keystore: the postgres:// URL is"},
 		{[]string{"-store", pg, "-upstream", "http://a.example"}, "-store does not apply to -upstream"},
 		{[]string{"-store", "pebble:db", "-upstream", "http://a.example"}, "-store does not apply to -upstream"},
 		{[]string{"-read-only"}, "-read-only needs a PostgreSQL store"},
@@ -96,8 +97,14 @@ func TestStoreFlags(t *testing.T) {
 		{[]string{"-read-only", "-store", pg, "-chainid", "5"}, "-chainid is written into the store"},
 		{[]string{"-store", pg, "-poll", "1s"}, "-poll needs -upstream, -follow or -read-only"},
 		{[]string{"-store", pg, "-follow", "http://a.example", "-safe", "3"}, "-safe applies to a dump"},
+		// -read-only taken for a flag with a value: the flag package
+		// quotes what it did not take.
+		{[]string{"-read-only", pg}, "unexpected arguments"},
+		{[]string{"-read-only=" + pg}, "invalid boolean value"},
+		{[]string{"-store", pg, "-read-only", "host=db.example user=blockrpc password=" + secret}, "unexpected arguments"},
 	} {
-		_, err := parseFlags(tc.args, io.Discard)
+		var out bytes.Buffer
+		_, err := parseFlags(tc.args, &out)
 		switch {
 		case err == nil:
 			t.Errorf("%q: accepted, want an error", tc.args)
@@ -105,6 +112,8 @@ func TestStoreFlags(t *testing.T) {
 			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.want)
 		case strings.Contains(err.Error(), secret):
 			t.Errorf("%q: the error shows the password: %v", tc.args, err)
+		case strings.Contains(out.String(), secret):
+			t.Errorf("%q: the flags' usage shows the password: %s", tc.args, out.String())
 		}
 	}
 }
