@@ -13,7 +13,6 @@ import (
 	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // ImportOptions configure an Importer. The zero value (or nil) gives the
@@ -526,14 +525,9 @@ func (w *Writer) vacuum(ctx context.Context) (warnings []string, err error) {
 			warnings = append(warnings, n.Message)
 		}
 	}
-	// Stopped, the vacuum ends on the server before Exec returns: a
-	// cancel request, which the server answers once the statement has
-	// ended, not pgx's default of closing the connection, which leaves
-	// the statement running until the server notices. The deadline is
-	// the fallback should it not answer.
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
-	}
+	// Stopped, the vacuum ends on the server before Exec returns: the
+	// copy keeps the pool's answer to a cancelled context, a cancel
+	// request (see openPool).
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: connecting to vacuum: %w", err)
