@@ -81,8 +81,9 @@
 // of another chain, or one that would leave a gap above the store's latest
 // block, is refused. A long import logs a line every 5 seconds: the
 // blocks imported (written, or found stored already), blocks and MB of the
-// dump read a second, the share of the dump read and the time left. -follow copies the endpoint into the
-// store, and resumes after the store's latest block when it holds some.
+// dump read a second, the share of the dump read and the time left.
+// -follow copies the endpoint into the store, and resumes after the
+// store's latest block when it holds some.
 // With neither, a store that holds a chain is served as it is, and an
 // empty one gets the demo chain imported; the log says which. -safe,
 // -finalized and -chainid are written into the store. -store does not

@@ -371,7 +371,7 @@ func importDump(ctx context.Context, log *slog.Logger, spec storeSpec, what stri
 			})
 		default:
 			loader := memstore.Loader{Logger: log}
-			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{store: s}, n: &p.blocks})
+			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{writableStore: s}, n: &p.blocks})
 		}
 	}()
 	var err error
@@ -487,7 +487,6 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countingWriter counts the blocks a Writer takes.
 // sameChainWriter refuses, with the store's ErrOtherChain, a dump whose
 // first canonical block the store cannot take as its own chain's: another
 // block than the store's at its number, or, above the store's latest
@@ -495,7 +494,7 @@ func (c countingReader) Read(p []byte) (int, error) {
 // dump that leaves a gap), which would otherwise become canonical and cut
 // the store's chain short. pgstore's ImportDump checks the same.
 type sameChainWriter struct {
-	store   writableStore
+	writableStore
 	checked bool
 }
 
@@ -506,12 +505,12 @@ func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) e
 			return err
 		}
 	}
-	return w.store.AddBlock(b, uncles...)
+	return w.writableStore.AddBlock(b, uncles...)
 }
 
 func (w *sameChainWriter) check(b *backend.Block) error {
 	ctx := context.Background()
-	latest, err := w.store.BlockByNumber(ctx, backend.Latest)
+	latest, err := w.BlockByNumber(ctx, backend.Latest)
 	switch {
 	case errors.Is(err, backend.ErrNotFound):
 		return nil // an empty store
@@ -522,7 +521,7 @@ func (w *sameChainWriter) check(b *backend.Block) error {
 	case b.Number > latest.Number:
 		return fmt.Errorf("%w: its first block, %d (%s), does not follow the store's latest, %d (%s)", pebblestore.ErrOtherChain, b.Number, b.Hash, latest.Number, latest.Hash)
 	}
-	ours, err := w.store.BlockByNumber(ctx, backend.BlockNumber(b.Number))
+	ours, err := w.BlockByNumber(ctx, backend.BlockNumber(b.Number))
 	switch {
 	case errors.Is(err, backend.ErrNotFound):
 		return nil // below the store's first block, or in a gap of it
@@ -534,14 +533,7 @@ func (w *sameChainWriter) check(b *backend.Block) error {
 	return nil
 }
 
-func (w *sameChainWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	return w.store.AddSideBlock(b, uncles...)
-}
-func (w *sameChainWriter) SetSafe(n uint64) error            { return w.store.SetSafe(n) }
-func (w *sameChainWriter) SetFinalized(n uint64) error       { return w.store.SetFinalized(n) }
-func (w *sameChainWriter) SetPending(b *backend.Block) error { return w.store.SetPending(b) }
-func (w *sameChainWriter) SetChainID(id uint64) error        { return w.store.SetChainID(id) }
-
+// countingWriter counts the blocks a Writer takes.
 type countingWriter struct {
 	backend.Writer
 	n *atomic.Int64
