@@ -87,6 +87,11 @@ func TestSingleWriter(t *testing.T) {
 	if err := second.AddBlock(block(2)); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-second.LeaseLost():
+		t.Fatal("LeaseLost is closed for a writer that holds its lease")
+	default:
+	}
 
 	// The second stalls: its lease expires, and a third writer takes it
 	// over. The second's next write is refused, and writes nothing.
@@ -105,6 +110,11 @@ func TestSingleWriter(t *testing.T) {
 	defer third.Close()
 	if err := second.AddBlock(block(3)); !errors.Is(err, pgstore.ErrLeaseLost) {
 		t.Fatalf("a write by the writer whose lease was taken over: %v, want ErrLeaseLost", err)
+	}
+	select {
+	case <-second.LeaseLost():
+	default:
+		t.Error("LeaseLost is not closed once a write found the lease taken over")
 	}
 	if err := second.SetSafe(1); !errors.Is(err, pgstore.ErrLeaseLost) {
 		t.Fatalf("SetSafe by the writer whose lease was taken over: %v, want ErrLeaseLost", err)

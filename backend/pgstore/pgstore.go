@@ -29,9 +29,10 @@
 // writes. A second OpenWriter is refused with ErrWriterBusy, or waits for
 // the lease with Options.WaitForLease. A writer that lost its lease (it
 // stalled past Options.LeaseTTL and another took over) fails every write
-// with ErrLeaseLost rather than write beside the new one, and serves what
-// the new one writes, polling the head row as a Reader. Each AddBlock,
-// and so each reorganisation however deep, is one transaction.
+// with ErrLeaseLost rather than write beside the new one, closes the
+// channel of Writer.LeaseLost, and serves what the new one writes, polling
+// the head row as a Reader. Each AddBlock, and so each reorganisation
+// however deep, is one transaction.
 //
 // Blocks go in through the backend.Writer methods, each checked with
 // backend.Seal as memstore checks them, or through an Importer, which

@@ -34,10 +34,11 @@ type Writer struct {
 	// unsure tells that the last write failed where it may have
 	// committed (a connection lost during its COMMIT): the next one
 	// reads the head row again before it writes.
-	unsure  bool
-	lost    atomic.Bool
-	polling sync.Once      // started once the lease is lost (or never, once closed)
-	vacuums sync.WaitGroup // an Importer's vacuum, on a connection of its own
+	unsure    bool
+	lost      atomic.Bool
+	leaseGone chan struct{}  // closed when lost is set
+	polling   sync.Once      // started once the lease is lost (or never, once closed)
+	vacuums   sync.WaitGroup // an Importer's vacuum, on a connection of its own
 
 	ctx    context.Context // ends at Close: the context of the writes
 	cancel context.CancelFunc
@@ -59,7 +60,7 @@ func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error)
 		pool.Close()
 		return nil, err
 	}
-	w := &Writer{owner: ownerName()}
+	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
 	w.Reader.init(pool, o)
 	if err := w.acquire(ctx); err != nil {
 		pool.Close()
@@ -109,13 +110,22 @@ func (w *Writer) Refresh(ctx context.Context) error {
 // loseLease marks the lease as another writer's: writes fail with
 // ErrLeaseLost, and the Writer serves as a Reader from then on.
 func (w *Writer) loseLease() {
-	w.lost.Store(true)
+	if w.lost.CompareAndSwap(false, true) {
+		close(w.leaseGone)
+	}
 	w.polling.Do(func() {
 		if !w.closed.Load() {
 			w.Reader.startPolling()
 		}
 	})
 }
+
+// LeaseLost returns a channel that is closed once the Writer finds that
+// another writer has taken its lease over: from then on its writes fail
+// with ErrLeaseLost, and it serves what the other writes. Whatever feeds
+// it blocks (a follower of a node) can stop then, and leave that work to
+// the other writer.
+func (w *Writer) LeaseLost() <-chan struct{} { return w.leaseGone }
 
 // Owner returns the name this writer holds the lease under.
 func (w *Writer) Owner() string { return w.owner }
