@@ -42,6 +42,9 @@ type source struct {
 	failed   chan error
 	stop     context.CancelFunc
 	stopped  chan struct{}
+	// leaseLost is closed when a PostgreSQL writer finds that another
+	// server has taken over writing the store: the follower stops then.
+	leaseLost <-chan struct{}
 	// A persistent store (-store) and how to close it.
 	persistent bool
 	spec       storeSpec
@@ -80,8 +83,9 @@ func openSource(ctx context.Context, log *slog.Logger, o options) (*source, erro
 }
 
 // startFollowing runs the follower of -follow in the background, until
-// close; a fatal error it stops on is sent on failed. It does nothing for
-// the other sources.
+// close, or until another server takes over writing a PostgreSQL store; a
+// fatal error it stops on is sent on failed. It does nothing for the
+// other sources.
 func (s *source) startFollowing() {
 	if s.follower == nil {
 		return
@@ -94,6 +98,18 @@ func (s *source) startFollowing() {
 			s.failed <- err
 		}
 	}()
+	if s.leaseLost != nil {
+		// Its writes would all be refused: the other server copies the
+		// chain now, and this one serves what that one writes.
+		go func() {
+			select {
+			case <-s.leaseLost:
+				stop()
+				s.log.Warn("store: another server took over writing it: following stopped, serving what that one writes", s.spec.attrs()...)
+			case <-ctx.Done():
+			}
+		}()
+	}
 }
 
 // close stops the follower and waits for it, or closes the upstream

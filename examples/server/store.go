@@ -200,7 +200,7 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 		case err != nil:
 			return nil, spec.errorf("-store %s: %w", spec.name, err)
 		}
-		w, src.closeStore = pw, pw.Close
+		w, src.closeStore, src.leaseLost = pw, pw.Close, pw.LeaseLost()
 	}
 	src.backend, src.store = w, w
 	if err := prepareStore(ctx, log, o, src, w); err != nil {

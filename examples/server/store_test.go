@@ -350,6 +350,20 @@ func (r *recorder) reset() []uint64 {
 	return n
 }
 
+// waitForHead waits until srv serves block head as its latest.
+func waitForHead(t *testing.T, srv *server, head uint64) {
+	t.Helper()
+	want := []byte(fmt.Sprintf(`"result":"0x%x"`, head))
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, got := postStatus(t, rpcURL(srv), `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`); bytes.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not reach block %d:\n%s", head, srv.stderr())
+		}
+	}
+}
+
 // TestStorePebbleFollowResumes follows a node into a Pebble store, stops,
 // lets the node's chain grow, and starts again: the follower resumes
 // after the store's latest block, without asking for the blocks it holds.
@@ -360,21 +374,8 @@ func TestStorePebbleFollowResumes(t *testing.T) {
 	node := blockrpctest.NewServer(t, rec)
 	dir := filepath.Join(t.TempDir(), "db")
 
-	waitFor := func(srv *server, head uint64) {
-		t.Helper()
-		want := []byte(fmt.Sprintf(`"result":"0x%x"`, head))
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, got := postStatus(t, rpcURL(srv), `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`); bytes.Contains(got, want) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the follower did not reach block %d:\n%s", head, srv.stderr())
-			}
-		}
-	}
-
 	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-follow", node.URL, "-poll", "20ms")
-	waitFor(srv, 20)
+	waitForHead(t, srv, 20)
 	srv.stop(t)
 	if logs := srv.stderr(); !strings.Contains(logs, `msg="following: the chain is copied from the genesis up`) {
 		t.Errorf("the first start does not say it copies from the genesis:\n%s", logs)
@@ -383,7 +384,7 @@ func TestStorePebbleFollowResumes(t *testing.T) {
 	b.AddBlocks(10, chaintest.Txs(1))
 	rec.reset()
 	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-follow", node.URL, "-poll", "20ms")
-	waitFor(srv, 30)
+	waitForHead(t, srv, 30)
 	asked := rec.reset()
 	answers := compareWithEndpoint(t, rpcURL(srv), node.URL, 30, false)
 	srv.stop(t)
@@ -478,6 +479,69 @@ func TestStorePostgres(t *testing.T) {
 		t.Errorf("another chain's dump: %v, want ErrOtherChain naming the dump and the store", err)
 	}
 	reference.stop(t)
+}
+
+// TestStorePostgresFollowLeaseLost follows a node into PostgreSQL until
+// another writer takes the store over, as one does when the server has
+// stalled past its lease: the server stops asking the node for blocks it
+// could no longer write, and serves what the other writer writes.
+func TestStorePostgresFollowLeaseLost(t *testing.T) {
+	_, base := pgtest.Shared(t)
+	schema := pgtest.Schema(t)
+	dbURL := base + "&search_path=" + schema
+	b := chaintest.New(chaintest.Config{Seed: 4})
+	b.AddBlocks(10, chaintest.Txs(1))
+	rec := &recorder{Backend: b.Store()}
+	node := blockrpctest.NewServer(t, rec)
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", dbURL, "-follow", node.URL, "-poll", "20ms")
+	waitForHead(t, srv, 10)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The server's lease expires, as when it stalls, and another writer
+	// takes it over (refused, and trying again, should the server renew
+	// it in between).
+	var other *pgstore.Writer
+	for attempt := 1; other == nil; attempt++ {
+		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "writer_lease"}.Sanitize()+` SET expires_at = clock_timestamp() - INTERVAL '1 second'`); err != nil {
+			t.Fatal(err)
+		}
+		other, err = pgstore.OpenWriter(ctx, dbURL, nil)
+		if err != nil && (!errors.Is(err, pgstore.ErrWriterBusy) || attempt == 3) {
+			t.Fatalf("a writer once the server's lease expired: %v", err)
+		}
+	}
+	defer other.Close()
+	// The node moves on, and the server's write of its new block is
+	// refused.
+	b.AddBlocks(1, chaintest.Txs(1))
+	const said = `msg="store: another server took over writing it: following stopped, serving what that one writes"`
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(srv.stderr(), said); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server does not say it stopped following:\n%s", srv.stderr())
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a request under way when it stopped
+	rec.reset()
+	time.Sleep(500 * time.Millisecond) // 25 polls of the node
+	if asked := rec.reset(); len(asked) != 0 {
+		t.Errorf("the server asked the node for blocks %v after it stopped following", asked)
+	}
+
+	next, err := b.Store().BlockByNumber(ctx, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddBlock(next); err != nil {
+		t.Fatal(err)
+	}
+	waitForHead(t, srv, 11)
+	srv.stop(t)
 }
 
 // pgHeadVersion reads the version of the store's head row, which every
