@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/blockrpc/blockrpc"
@@ -21,8 +22,9 @@ const readyTimeout = 1500 * time.Millisecond
 // newAdminServer returns the server of the admin listener: metrics, health
 // checks and, with a key store, the dashboard of keys, kept off the
 // JSON-RPC listener so that neither clients nor their keys ever reach them,
-// and so that they can be firewalled apart.
-func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockrpc.Service, dash *dashboard) *http.Server {
+// and so that they can be firewalled apart. svc holds the Service once the
+// chain is loaded; until then the server is alive and not ready.
+func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *atomic.Pointer[blockrpc.Service], dash *dashboard) *http.Server {
 	mux := http.NewServeMux()
 	if dash != nil {
 		dash.register(mux)
@@ -35,7 +37,15 @@ func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *blockr
 		plain(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		err := ready(r.Context(), svc)
+		loaded := svc.Load()
+		if loaded == nil {
+			// Not logged: the load logs its progress, and a probe
+			// every few seconds through an import of hours would
+			// bury it.
+			plain(w, http.StatusServiceUnavailable, "not ready: the chain is loading")
+			return
+		}
+		err := ready(r.Context(), loaded)
 		var keysErr error
 		if dash != nil {
 			keysErr = dash.keys.Health()

@@ -100,6 +100,11 @@
 // the URL's password in the errors it reports; PGPASSWORD or a .pgpass
 // file keeps the password out of the process list too.
 //
+// The listeners are bound and served before the chain is loaded or
+// imported: a port in use stops the server at once. Until the chain is
+// ready, /healthz answers ok, /readyz 503, and -addr 503 with Retry-After
+// and a JSON-RPC error saying the chain loads.
+//
 // For a dump, safe and finalized default to its head, and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
 // a block, lines out of order. On SIGINT or SIGTERM the server stops
@@ -165,7 +170,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -448,8 +452,40 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}
 
+	ls, err := listen(o)
+	if err != nil {
+		return err
+	}
+	var dash *dashboard
+	if o.keystore.kind != "" {
+		closeKeys, err := openKeys(ctx, log, o, &dash)
+		if err != nil {
+			ls.close()
+			return err
+		}
+		// After the listeners: the last usage counted is flushed.
+		defer closeKeys()
+	}
+	var metrics *blockrpcprom.Metrics
+	if o.admin != "" {
+		// Its own registry, with the Go runtime's and the process's
+		// metrics beside the handler's.
+		if metrics, err = blockrpcprom.New(nil); err != nil {
+			ls.close()
+			return err
+		}
+	}
+	ls.serve(log, o, tlsConfig, metrics, dash)
+	if ls.admin != nil {
+		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", ls.admin.Addr())
+		if dash != nil {
+			printDashboard(stdout, ls.admin.Addr().String(), dash.generatedToken)
+		}
+	}
+
 	src, err := openSource(ctx, log, o)
 	if errors.Is(err, errInterrupted) {
+		ls.stop()
 		switch {
 		case len(o.upstream) > 0:
 			log.Warn("stopped: interrupted while the endpoints were asked for the chain")
@@ -462,20 +498,14 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		return nil
 	}
 	if err != nil {
+		ls.stop()
 		return err
 	}
 	// Once the listeners are shut down: what they serve stops last.
 	defer src.close()
 	var validator blockrpc.KeyValidator
-	var dash *dashboard
 	keys, generated := o.keys, false
-	if o.keystore.kind != "" {
-		closeKeys, err := openKeys(ctx, log, o, &dash)
-		if err != nil {
-			return err
-		}
-		// After the listeners: the last usage counted is flushed.
-		defer closeKeys()
+	if dash != nil {
 		validator = dash.keys
 	} else {
 		if keys == nil {
@@ -490,13 +520,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	svc := blockrpc.NewService(served)
 
 	observer := accessObserver
-	var metrics *blockrpcprom.Metrics
-	if o.admin != "" {
-		// Its own registry, with the Go runtime's and the process's
-		// metrics beside the handler's.
-		if metrics, err = blockrpcprom.New(nil); err != nil {
-			return err
-		}
+	if metrics != nil {
 		observer = fanOut(accessObserver, metrics.Observer())
 	}
 	if dash != nil {
@@ -518,51 +542,23 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		opts = append(opts, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: math.Inf(1)}))
 	}
 	handler := blockrpc.NewHandler(svc, opts...)
-
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return err
-	}
 	access := newAccessLog(log, o.logSample, handler)
-	srv := &http.Server{
-		Handler:           access,
-		ReadHeaderTimeout: min(10*time.Second, o.readTimeout),
-		ReadTimeout:       o.readTimeout,
-		WriteTimeout:      o.writeTimeout,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		TLSConfig:         tlsConfig,
-	}
-	servers := []*http.Server{srv}
-	var adminLn net.Listener
-	if o.admin != "" {
-		if adminLn, err = net.Listen("tcp", o.admin); err != nil {
-			ln.Close()
-			return fmt.Errorf("-admin: %w", err)
-		}
-		servers = append(servers, newAdminServer(log, metrics, svc, dash))
-	}
+	ls.open(access, svc)
 
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	url := scheme + "://" + ln.Addr().String() + "/v3/"
+	url := scheme + "://" + ls.rpc.Addr().String() + "/v3/"
 	shown := "<API_KEY>" // a key the operator chose stays off the screen and out of logs
 	if generated {
 		shown = keys[0]
 	}
-	if adminLn != nil {
-		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", adminLn.Addr())
-	}
-	if dash != nil {
-		printDashboard(stdout, adminLn.Addr().String(), dash.generatedToken)
-	}
 	printUsage(ctx, stdout, src, url, shown, generated)
-	attrs := append([]any{"addr", ln.Addr().String()}, src.attrs(o)...)
+	attrs := append([]any{"addr", ls.rpc.Addr().String()}, src.attrs(o)...)
 	attrs = append(attrs, "tls", tlsConfig != nil)
-	if adminLn != nil {
-		attrs = append(attrs, "admin", adminLn.Addr().String())
+	if ls.admin != nil {
+		attrs = append(attrs, "admin", ls.admin.Addr().String())
 	}
 	log.Info("serving", attrs...)
 	switch {
@@ -576,23 +572,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	src.startFollowing()
 
-	errc := make(chan error, len(servers))
-	go func() {
-		if tlsConfig != nil {
-			// ServeTLS offers HTTP/2 beside HTTP/1.1; the certificate
-			// is in tlsConfig already.
-			errc <- srv.ServeTLS(ln, "", "")
-		} else {
-			errc <- srv.Serve(ln)
-		}
-	}()
-	if adminLn != nil {
-		go func() { errc <- servers[1].Serve(adminLn) }()
-	}
 	var failed error
 	select {
-	case err := <-errc:
-		for _, s := range servers {
+	case err := <-ls.errc:
+		for _, s := range ls.servers {
 			s.Close()
 		}
 		return err
@@ -604,12 +587,12 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		failed = fmt.Errorf("-follow: %w", failed)
 	}
 	log.Info("shutting down", "in_flight", access.inFlight.Load(), "grace", o.grace)
-	cut, err := shutdown(servers, access, o.grace)
+	cut, err := shutdown(ls.servers, access, o.grace)
 	if err != nil {
 		return err
 	}
-	for range servers {
-		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	for range ls.servers {
+		if err := <-ls.errc; !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 	}

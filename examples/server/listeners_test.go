@@ -1,0 +1,134 @@
+package main
+
+// The listeners come before the chain: bound before a load or an import,
+// and answering while it runs.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/memstore/demo"
+)
+
+// TestPortInUseBeforeImport starts a server whose port is taken, with a
+// dump to import into a Pebble store: it fails at once, and the store is
+// never made.
+func TestPortInUseBeforeImport(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dump := demoDump(t)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"-addr", taken.Addr().String()}, "address already in use"},
+		{[]string{"-addr", "127.0.0.1:0", "-admin", taken.Addr().String()}, "-admin: "},
+	} {
+		dir := filepath.Join(t.TempDir(), "db")
+		args := append(c.flags, "-store", "pebble:"+dir, "-chain", dump)
+		log, err := runFails(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "address already in use") {
+			t.Errorf("%v: %v, want the port in use (%q)", c.flags, err, c.want)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: the store was made before the port was found taken (%v):\n%s", c.flags, err, log)
+		}
+	}
+}
+
+// TestAnswersWhileLoading serves a dump that arrives through a named pipe:
+// while it loads, the admin listener says the server is alive and not
+// ready, and the JSON-RPC listener answers 503 with a JSON-RPC error and a
+// Retry-After; once loaded, both serve.
+func TestAnswersWhileLoading(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "chain.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no named pipe: %v", err)
+	}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, logs := new(syncBuffer), new(syncBuffer)
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, []string{"-addr", addr, "-admin", "127.0.0.1:0", "-keys", "k", "-chain", fifo}, out, logs, nil)
+	}()
+	var admin string
+	for deadline := time.Now().Add(20 * time.Second); admin == ""; time.Sleep(10 * time.Millisecond) {
+		if m := regexp.MustCompile(`Metrics and health: (http://\S+)/metrics`).FindStringSubmatch(out.String()); m != nil {
+			admin = m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended before the load: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no admin listener before the load:\n%s", out.String())
+		}
+	}
+
+	rpc, blockNumber := "http://"+addr+"/v3/k", `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`
+	if code, body := get(t, admin+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while loading: %d %s, want 200", code, body)
+	}
+	if code, body := get(t, admin+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "loading") {
+		t.Errorf("/readyz while loading: %d %s, want 503 saying the chain loads", code, body)
+	}
+	resp, body := call(t, http.DefaultClient, rpc, blockNumber)
+	var answer struct {
+		Error struct {
+			Code    int
+			Message string
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+		answer.Error.Code != -32000 || !strings.Contains(answer.Error.Message, "loading") || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a call while loading: %d, Retry-After %q, %s (%v); want 503, a Retry-After and a JSON-RPC error saying the chain loads",
+			resp.StatusCode, resp.Header.Get("Retry-After"), body, err)
+	}
+
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, _ := demo.Dump()
+	if _, err := w.Write(chain); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, _ := get(t, admin+"/readyz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready once the dump was written:\n%s", logs.String())
+		}
+	}
+	if resp, body := call(t, http.DefaultClient, rpc, blockNumber); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result":"0x`) {
+		t.Errorf("a call once loaded: %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run ended with %v, want a clean shutdown", err)
+	}
+}
