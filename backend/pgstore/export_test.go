@@ -1,5 +1,11 @@
 package pgstore
 
+import (
+	"context"
+	"io/fs"
+	"testing/fstest"
+)
+
 // Copied returns how many blocks an Importer wrote with COPY.
 func Copied(im *Importer) int { return im.copied }
 
@@ -24,4 +30,24 @@ func CommitLost(w *Writer, write func() error) error {
 	w.head.Store(old)
 	w.unsure = true
 	return nil
+}
+
+// OpenWriterMigrating is OpenWriter for a pgstore of a newer version: its
+// migrations are this package's and one more, name holding sql.
+func OpenWriterMigrating(ctx context.Context, url string, opts *Options, name, sql string) (*Writer, error) {
+	files := fstest.MapFS{"migrations/" + name: {Data: []byte(sql)}}
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		files["migrations/"+e.Name()] = &fstest.MapFile{Data: b}
+	}
+	set := migrations
+	set.Files = files
+	return openWriter(ctx, url, opts, set)
 }

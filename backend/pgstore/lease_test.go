@@ -141,6 +141,64 @@ func TestSingleWriter(t *testing.T) {
 	}
 }
 
+// TestMigrationUnderLease opens a writer of a newer pgstore, one more
+// migration, beside a writer of this one: refused the lease, it leaves the
+// tables as they are; waiting for it, it migrates them only once the older
+// writer has let go.
+func TestMigrationUnderLease(t *testing.T) {
+	older, url, schema := openWriter(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const migration, marker = "0002_marker.sql", "newer_marker"
+	tables := func() (version int, marked bool) {
+		t.Helper()
+		err := conn.QueryRow(ctx, `SELECT version, to_regclass($1) IS NOT NULL FROM `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize(),
+			pgx.Identifier{schema, marker}.Sanitize()).Scan(&version, &marked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return version, marked
+	}
+	newer := func(opts *pgstore.Options) (*pgstore.Writer, error) {
+		return pgstore.OpenWriterMigrating(ctx, url, opts, migration, `CREATE TABLE `+marker+` (id INT)`)
+	}
+
+	if _, err := newer(&pgstore.Options{Schema: schema}); !errors.Is(err, pgstore.ErrWriterBusy) {
+		t.Fatalf("a newer writer beside the older one: %v, want ErrWriterBusy", err)
+	}
+	if v, marked := tables(); v != pgstore.SchemaVersion() || marked {
+		t.Errorf("a writer refused the lease changed the tables: version %d, its table made: %v", v, marked)
+	}
+
+	type opened struct {
+		w   *pgstore.Writer
+		err error
+	}
+	waiting := make(chan opened, 1)
+	go func() {
+		w, err := newer(&pgstore.Options{Schema: schema, WaitForLease: true})
+		waiting <- opened{w, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if v, marked := tables(); v != pgstore.SchemaVersion() || marked {
+		t.Errorf("a writer waiting for the lease changed the tables: version %d, its table made: %v", v, marked)
+	}
+	older.Close()
+	o := <-waiting
+	if o.err != nil {
+		t.Fatalf("the newer writer once the older closed: %v", o.err)
+	}
+	defer o.w.Close()
+	if v, marked := tables(); v != pgstore.SchemaVersion()+1 || !marked {
+		t.Errorf("the newer writer with the lease: version %d, its table made: %v; want version %d and the table", v, marked, pgstore.SchemaVersion()+1)
+	}
+}
+
 // TestReaderNeedsTables checks that a reader of a schema no writer made
 // says so.
 func TestReaderNeedsTables(t *testing.T) {

@@ -36,16 +36,16 @@ func SchemaVersion() int { return migrations.Version() }
 // versionTable holds the schema's version in its one row.
 const versionTable = "blockrpc_pgstore_version"
 
-// migrateTables creates the schema and the tables, or brings them to this
-// package's version, and seeds them.
-func migrateTables(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+// migrateTables creates the schema and the tables, or brings them to the
+// version of set (this package's migrations but in tests), and seeds them.
+func migrateTables(ctx context.Context, pool *pgxpool.Pool, schema string, set migrate.Set) error {
 	if schema != "" {
 		_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
 		if err != nil && !migrate.IsCatalogRace(err) && !(migrate.IsPermissionDenied(err) && schemaExists(ctx, pool, schema)) {
 			return fmt.Errorf("pgstore: creating schema %s: %w", schema, err)
 		}
 	}
-	if err := migrations.Apply(ctx, pool); err != nil {
+	if err := set.Apply(ctx, pool); err != nil {
 		if schema != "" && migrate.IsMissingSchema(err) {
 			// The schema is there but left out of the search_path.
 			return fmt.Errorf("pgstore: schema %s: permission denied to use it (this role needs USAGE on it): %w", schema, err)
@@ -60,6 +60,13 @@ func schemaExists(ctx context.Context, pool *pgxpool.Pool, schema string) bool {
 	var found bool
 	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&found)
 	return err == nil && found
+}
+
+// hasLeaseTable reports whether the writer's lease table is there for
+// this role to read.
+func hasLeaseTable(ctx context.Context, pool *pgxpool.Pool) bool {
+	_, err := pool.Exec(ctx, `SELECT 1 FROM writer_lease LIMIT 0`)
+	return err == nil
 }
 
 // seed writes the rows the tables start with, when they are not there.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pgstore/internal/migrate"
 	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
@@ -51,18 +52,19 @@ type Writer struct {
 // what the database holds and then what it writes. Close releases the
 // lease.
 func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error) {
+	return openWriter(ctx, url, opts, migrations)
+}
+
+// openWriter is OpenWriter with the migrations of set.
+func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set) (*Writer, error) {
 	o := opts.withDefaults()
 	pool, err := openPool(ctx, url, &o)
 	if err != nil {
 		return nil, err
 	}
-	if err := migrateTables(ctx, pool, o.Schema); err != nil {
-		pool.Close()
-		return nil, err
-	}
 	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
 	w.Reader.init(pool, o)
-	if err := w.acquire(ctx); err != nil {
+	if err := w.takeLease(ctx, set); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -131,6 +133,35 @@ func (w *Writer) LeaseLost() <-chan struct{} { return w.leaseGone }
 func (w *Writer) Owner() string { return w.owner }
 
 func (w *Writer) ttlMillis() int64 { return w.opts.LeaseTTL.Milliseconds() }
+
+// takeLease takes the writer's lease and brings the tables to the version
+// of set. Tables that are there change only under the lease: a writer of a
+// newer version waits for one of an older version to let go before it
+// migrates the tables from under it, and a writer refused the lease
+// changes nothing. New tables are made first, since the lease is a row of
+// them; a migration keeps the lease's columns, which acquire uses before
+// it.
+func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
+	if !hasLeaseTable(ctx, w.pool) {
+		if err := migrateTables(ctx, w.pool, w.opts.Schema, set); err != nil {
+			return err
+		}
+		return w.acquire(ctx)
+	}
+	// The row, had a first writer stopped between making the tables and
+	// seeding them.
+	if _, err := w.pool.Exec(ctx, `INSERT INTO writer_lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING`); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if err := w.acquire(ctx); err != nil {
+		return err
+	}
+	if err := migrateTables(ctx, w.pool, w.opts.Schema, set); err != nil {
+		w.release()
+		return err
+	}
+	return nil
+}
 
 // acquire takes the lease when it is free or expired, or waits for it.
 func (w *Writer) acquire(ctx context.Context) error {
