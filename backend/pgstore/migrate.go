@@ -69,11 +69,14 @@ func hasLeaseTable(ctx context.Context, pool *pgxpool.Pool) bool {
 	return err == nil
 }
 
+// seedLease writes the lease's row, free, when it is not there.
+const seedLease = `INSERT INTO writer_lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING`
+
 // seed writes the rows the tables start with, when they are not there.
 func seed(ctx context.Context, pool *pgxpool.Pool) error {
 	for _, sql := range []string{
 		`INSERT INTO head (id, version, chain_id_bound, reorg_version, pending_version) VALUES (1, 0, false, 0, 0) ON CONFLICT (id) DO NOTHING`,
-		`INSERT INTO writer_lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING`,
+		seedLease,
 	} {
 		if _, err := pool.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("pgstore: %w", err)

@@ -137,10 +137,9 @@ func (w *Writer) ttlMillis() int64 { return w.opts.LeaseTTL.Milliseconds() }
 // takeLease takes the writer's lease and brings the tables to the version
 // of set. Tables that are there change only under the lease: a writer of a
 // newer version waits for one of an older version to let go before it
-// migrates the tables from under it, and a writer refused the lease
-// changes nothing. New tables are made first, since the lease is a row of
-// them; a migration keeps the lease's columns, which acquire uses before
-// it.
+// migrates them, and a writer refused the lease changes nothing. New
+// tables are made first, since the lease is a row of them; a migration
+// keeps the lease's columns, which acquire uses before it.
 func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
 	if !hasLeaseTable(ctx, w.pool) {
 		if err := migrateTables(ctx, w.pool, w.opts.Schema, set); err != nil {
@@ -150,7 +149,7 @@ func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
 	}
 	// The row, had a first writer stopped between making the tables and
 	// seeding them.
-	if _, err := w.pool.Exec(ctx, `INSERT INTO writer_lease (id) VALUES (1) ON CONFLICT (id) DO NOTHING`); err != nil {
+	if _, err := w.pool.Exec(ctx, seedLease); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	if err := w.acquire(ctx); err != nil {
