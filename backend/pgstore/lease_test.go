@@ -149,11 +149,7 @@ func TestMigrationUnderLease(t *testing.T) {
 	older, url, schema := openWriter(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	const migration, marker = "0002_marker.sql", "newer_marker"
 	tables := func() (version int, marked bool) {
 		t.Helper()
