@@ -46,6 +46,7 @@ type outcomeKey struct{}
 type outcome struct {
 	info     blockrpc.RequestInfo
 	observed bool
+	loading  bool // answered while the chain loads, not by the handler
 }
 
 // accessObserver is the handler's observer that feeds the access log.
@@ -56,6 +57,16 @@ var accessObserver = &blockrpc.Observer{Request: observeRequest}
 func observeRequest(ctx context.Context, info blockrpc.RequestInfo) {
 	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
 		o.info, o.observed = info, true
+	}
+}
+
+// loadingObserver feeds the access log with the answers given while the
+// chain loads (see gate).
+var loadingObserver = &blockrpc.Observer{Request: observeLoading}
+
+func observeLoading(ctx context.Context, info blockrpc.RequestInfo) {
+	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
+		o.info, o.observed, o.loading = info, true, true
 	}
 }
 
@@ -85,7 +96,8 @@ func (a *accessLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *accessLog) logRequest(r *http.Request, o *outcome, rec *statusRecorder, took time.Duration, panicked any) {
 	e := entryOf(o, rec, panicked)
 	level := slog.LevelInfo
-	if e.status >= 500 || panicked != nil {
+	// A server that loads its chain answers 503 by design, not as a fault.
+	if (e.status >= 500 && !e.loading) || panicked != nil {
 		level = slog.LevelError
 	}
 	// Sampling thins the routine lines only: an error is always logged.
@@ -108,6 +120,9 @@ func (a *accessLog) logRequest(r *http.Request, o *outcome, rec *statusRecorder,
 		attrs = append(attrs, slog.String("rpc", e.rpc))
 	}
 	attrs = append(attrs, slog.Int("status", e.status), slog.Int64("bytes", e.bytes))
+	if e.loading {
+		attrs = append(attrs, slog.Bool("loading", true))
+	}
 	if e.cut {
 		// The client has not the whole answer: it left, was too slow for
 		// the write timeout, or the shutdown closed its connection. The
@@ -131,7 +146,7 @@ type logEntry struct {
 	route, keyID, rpc string
 	status            int
 	bytes             int64
-	cut               bool
+	cut, loading      bool
 }
 
 // entryOf takes the handler's account when it gave one, and otherwise what
@@ -139,7 +154,11 @@ type logEntry struct {
 // that panicked before its observer ran.
 func entryOf(o *outcome, rec *statusRecorder, panicked any) logEntry {
 	e := logEntry{status: rec.status, bytes: int64(rec.bytes), cut: rec.failed}
-	if o.observed && o.info.Status != 0 {
+	switch {
+	case o.loading:
+		// The answer while the chain loads looks at neither the path nor the body.
+		e = logEntry{status: o.info.Status, bytes: o.info.Written, cut: o.info.Cut, loading: true}
+	case o.observed && o.info.Status != 0:
 		info := o.info
 		e = logEntry{route: route(info.Status), keyID: info.KeyID, rpc: rpcOf(info), status: info.Status, bytes: info.Written, cut: info.Cut}
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,12 +52,13 @@ func (l *listeners) close() {
 	}
 }
 
-// serve serves the listeners in the background: the JSON-RPC one through
-// the gate, over TLS when tlsConfig is not nil; the admin one with metrics,
-// health checks and, with a key store, the dashboard.
-func (l *listeners) serve(log *slog.Logger, o options, tlsConfig *tls.Config, metrics *blockrpcprom.Metrics, dash *dashboard) {
+// serve serves the listeners in the background: the JSON-RPC one with rpc,
+// which serves through the gate, over TLS when tlsConfig is not nil; the
+// admin one with metrics, health checks and, with a key store, the
+// dashboard.
+func (l *listeners) serve(log *slog.Logger, o options, tlsConfig *tls.Config, rpc http.Handler, metrics *blockrpcprom.Metrics, dash *dashboard) {
 	srv := &http.Server{
-		Handler:           &l.front,
+		Handler:           rpc,
 		ReadHeaderTimeout: min(10*time.Second, o.readTimeout),
 		ReadTimeout:       o.readTimeout,
 		WriteTimeout:      o.writeTimeout,
@@ -101,10 +104,13 @@ func (l *listeners) stop() {
 }
 
 // gate serves through the handler it is opened to, and until then answers
-// with loading.
+// with loading, telling observe (when not nil) of each such answer as the
+// handler tells its observer of its own: the access log and the metrics
+// count the answers given while the chain loads.
 type gate struct {
 	next    atomic.Pointer[http.Handler]
-	loading http.HandlerFunc
+	loading func(http.ResponseWriter, *http.Request) (written int64, err error)
+	observe func(context.Context, blockrpc.RequestInfo)
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +118,17 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
-	g.loading(w, r)
+	start := time.Now()
+	n, err := g.loading(w, r)
+	if g.observe != nil {
+		g.observe(r.Context(), blockrpc.RequestInfo{
+			Status:   http.StatusServiceUnavailable,
+			Errors:   1,
+			Written:  n,
+			Cut:      err != nil,
+			Duration: time.Since(start),
+		})
+	}
 }
 
 // open makes g serve through h from now on.
@@ -122,13 +138,17 @@ func (g *gate) open(h http.Handler) { g.next.Store(&h) }
 // in seconds.
 const loadingRetryAfter = "10"
 
+// loadingAnswer is the body of answerLoading.
+const loadingAnswer = `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"the server is loading its chain: retry later"}}` + "\n"
+
 // answerLoading is the JSON-RPC listener's answer while the chain loads,
 // whatever the request, since none can be served yet: 503 with a JSON-RPC
 // error, as the handler answers when its backend cannot.
-func answerLoading(w http.ResponseWriter, _ *http.Request) {
+func answerLoading(w http.ResponseWriter, _ *http.Request) (int64, error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Retry-After", loadingRetryAfter)
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"the server is loading its chain: retry later"}}` + "\n"))
+	n, err := io.WriteString(w, loadingAnswer)
+	return int64(n), err
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,6 +106,20 @@ func TestAnswersWhileLoading(t *testing.T) {
 		answer.Error.Code != -32000 || !strings.Contains(answer.Error.Message, "loading") || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a call while loading: %d, Retry-After %q, %s (%v); want 503, a Retry-After and a JSON-RPC error saying the chain loads",
 			resp.StatusCode, resp.Header.Get("Retry-After"), body, err)
+	}
+	// Counted as requests are once the chain is served: in the access log,
+	// as a request turned away rather than a fault, and in the metrics.
+	line := regexp.MustCompile(`level=(\w+) msg=request method=POST status=503 bytes=` + strconv.Itoa(len(body)) + ` loading=true `)
+	for deadline := time.Now().Add(5 * time.Second); !line.MatchString(logs.String()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request line for the answer while loading:\n%s", logs.String())
+		}
+	}
+	if m := line.FindStringSubmatch(logs.String()); m[1] != "INFO" {
+		t.Errorf("the answer while loading is logged at %s, want INFO: a server that loads is not failing", m[1])
+	}
+	if _, metrics := get(t, admin+"/metrics"); !strings.Contains(metrics, `blockrpc_http_requests_total{status="503"} 1`) {
+		t.Errorf("the metrics do not count the answer while loading:\n%s", metrics)
 	}
 
 	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)

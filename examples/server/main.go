@@ -475,7 +475,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 			return err
 		}
 	}
-	ls.serve(log, o, tlsConfig, metrics, dash)
+	// The access log, the count of requests in flight and the metrics
+	// take in the answers given while the chain loads.
+	access := newAccessLog(log, o.logSample, &ls.front)
+	loading := loadingObserver
+	if metrics != nil {
+		loading = fanOut(loading, metrics.Observer())
+	}
+	ls.front.observe = loading.Request
+	ls.serve(log, o, tlsConfig, access, metrics, dash)
 	if ls.admin != nil {
 		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", ls.admin.Addr())
 		if dash != nil {
@@ -541,9 +549,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		// are not limited.
 		opts = append(opts, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: math.Inf(1)}))
 	}
-	handler := blockrpc.NewHandler(svc, opts...)
-	access := newAccessLog(log, o.logSample, handler)
-	ls.open(access, svc)
+	ls.open(blockrpc.NewHandler(svc, opts...), svc)
 
 	scheme := "http"
 	if tlsConfig != nil {
