@@ -1,9 +1,13 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,6 +197,102 @@ func TestMigrationUnderLease(t *testing.T) {
 	if v, marked := tables(); v != pgstore.SchemaVersion()+1 || !marked {
 		t.Errorf("the newer writer with the lease: version %d, its table made: %v; want version %d and the table", v, marked, pgstore.SchemaVersion()+1)
 	}
+}
+
+// TestReaderOfMigratedTables runs a reader while its tables are migrated
+// to a newer version, by a newer writer or by hand with a change of the
+// head row that the reader's poll cannot read: from its next poll on,
+// every read fails with ErrMigrated, cached blocks too, rather than read
+// tables no longer laid out as it reads them, and the poll logs it once.
+func TestReaderOfMigratedTables(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		migrate func(ctx context.Context, t *testing.T, url, schema string)
+	}{
+		{"a newer writer adds a table", func(ctx context.Context, t *testing.T, url, schema string) {
+			newer, err := pgstore.OpenWriterMigrating(ctx, url, &pgstore.Options{Schema: schema}, "0002_marker.sql", `CREATE TABLE newer_marker (id INT)`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { newer.Close() })
+			if b, err := newer.BlockByNumber(ctx, 5); err != nil || b.Number != 5 {
+				t.Errorf("the newer writer's block 5: %v, %v", b, err)
+			}
+		}},
+		{"the head row changes", func(ctx context.Context, t *testing.T, url, schema string) {
+			err := pgx.BeginFunc(ctx, connect(t, url), func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `ALTER TABLE `+pgx.Identifier{schema, "head"}.Sanitize()+` RENAME COLUMN safe TO safe_block;
+					UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = version + 1`)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s := buildShared()
+			older, url, schema := openWriter(t, nil)
+			s.importMain(t, older, 10, 0)
+			var logged lockedBuffer
+			r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{
+				Schema: schema, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			want := s.main.Block(5)
+			if b, err := r.BlockByNumber(ctx, 5); err != nil || b.Hash != want.Hash {
+				t.Fatalf("block 5 before the migration: %v, %v", b, err)
+			}
+
+			older.Close()
+			c.migrate(ctx, t, url, schema)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := r.BlockByNumber(ctx, 5); errors.Is(err, pgstore.ErrMigrated) {
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatalf("block 5 once migrated: %v, want ErrMigrated", err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // about ten more polls
+			versions := fmt.Sprintf("they are at version %d and this reader reads version %d", pgstore.SchemaVersion()+1, pgstore.SchemaVersion())
+			errs := map[string]error{"Refresh": r.Refresh(ctx)}
+			_, errs["ChainID"] = r.ChainID(ctx)
+			_, errs["latest"] = r.BlockByNumber(ctx, backend.Latest)
+			_, errs["BlockByHash"] = r.BlockByHash(ctx, want.Hash)
+			_, errs["UncleByBlockHashAndIndex"] = r.UncleByBlockHashAndIndex(ctx, want.Hash, 0)
+			for name, err := range errs {
+				if !errors.Is(err, pgstore.ErrMigrated) || !strings.Contains(err.Error(), versions) {
+					t.Errorf("%s once migrated: %v, want ErrMigrated saying %q", name, err, versions)
+				}
+			}
+			if n := strings.Count(logged.String(), "migrated"); n != 1 {
+				t.Errorf("the migration is logged %d times, want once:\n%s", n, logged.String())
+			}
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a logger and a test may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestReaderNeedsTables checks that a reader of a schema no writer made

@@ -88,8 +88,7 @@ func seed(ctx context.Context, pool *pgxpool.Pool) error {
 // checkVersion is a Reader's check of the tables: they must be there, at
 // this package's version.
 func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
-	var version int
-	err := pool.QueryRow(ctx, `SELECT version FROM `+versionTable+` WHERE id = 1`).Scan(&version)
+	version, err := tablesVersion(ctx, pool)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42P01", errors.Is(err, pgx.ErrNoRows): // undefined_table
@@ -102,6 +101,13 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("pgstore: the tables are at version %d and this reader reads version %d: open a writer of this version to migrate them, or run a reader of theirs", version, SchemaVersion())
 	}
 	return nil
+}
+
+// tablesVersion reads the version the tables are at.
+func tablesVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var version int
+	err := pool.QueryRow(ctx, `SELECT version FROM `+versionTable+` WHERE id = 1`).Scan(&version)
+	return version, err
 }
 
 // server is what a Writer knows of the database server it writes to.

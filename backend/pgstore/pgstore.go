@@ -56,7 +56,10 @@
 // they do not change. A Reader needs only SELECT, so it may read from a
 // hot standby; it never writes. A head row older than the last one read,
 // as a standby further behind gives it, is passed over, so that a Reader
-// may also poll several standbys behind one address.
+// may also poll several standbys behind one address. Each poll also reads
+// the tables' version: once a writer of another version has migrated
+// them, every read fails with ErrMigrated until a Reader of their version
+// replaces this one.
 //
 // # CockroachDB
 //
@@ -162,6 +165,11 @@ var (
 	// ErrNoSchema is returned by OpenReader on a database where no writer
 	// has created the store's tables yet.
 	ErrNoSchema = errors.New("pgstore: no pgstore tables in this schema (a writer creates them)")
+	// ErrMigrated is returned by every read of a Reader whose tables a
+	// writer of another version migrated while it ran, since they may no
+	// longer be laid out as it reads them: a Reader of their version
+	// serves them.
+	ErrMigrated = errors.New("pgstore: the tables were migrated to another version while this reader ran")
 	// ErrClosed is returned by a Writer's writes after its Close, and by
 	// an Importer's after its own.
 	ErrClosed = errors.New("pgstore: closed")

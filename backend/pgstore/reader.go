@@ -26,9 +26,10 @@ var (
 // Reader serves a chain that a Writer keeps in PostgreSQL. It is safe for
 // concurrent use. What it returns is shared and must not be modified.
 type Reader struct {
-	pool  *pgxpool.Pool
-	opts  Options
-	cache *cache
+	pool   *pgxpool.Pool
+	opts   Options
+	cache  *cache
+	schema int // the version of the tables it reads
 	// head is what the last poll read of the head row (for a Writer, what
 	// its last write left).
 	head atomic.Pointer[headState]
@@ -57,6 +58,9 @@ type headState struct {
 	chainIDBound   bool
 	pendingVersion int64
 	pending        *backend.Block
+	// migrated, when not nil, is the error of every read: the tables are
+	// at another version than SchemaVersion.
+	migrated error
 }
 
 // tag is a block number that may be unset.
@@ -80,7 +84,7 @@ func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error)
 		return nil, err
 	}
 	r := &Reader{}
-	r.init(pool, o)
+	r.init(pool, o, SchemaVersion())
 	if err := r.Refresh(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -106,8 +110,8 @@ func (r *Reader) stopPolling() {
 	}
 }
 
-func (r *Reader) init(pool *pgxpool.Pool, o Options) {
-	r.pool, r.opts, r.cache = pool, o, newCache(o.CacheBytes)
+func (r *Reader) init(pool *pgxpool.Pool, o Options, schema int) {
+	r.pool, r.opts, r.cache, r.schema = pool, o, newCache(o.CacheBytes), schema
 	r.head.Store(&headState{})
 }
 
@@ -127,17 +131,26 @@ func (r *Reader) poll(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		wasMigrated := r.head.Load().migrated != nil
 		pctx, cancel := context.WithTimeout(ctx, max(r.opts.PollInterval, 5*time.Second))
 		err := r.Refresh(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, ErrMigrated):
+			if !wasMigrated {
+				r.opts.Logger.Error("pgstore: every read fails from now on", "err", err)
+			}
+		default:
 			r.opts.Logger.Warn("pgstore: polling the head row failed; serving the last head read", "err", err)
 		}
 	}
 }
 
 // Refresh reads the head row now, as the poll does: the latest block, the
-// tags, the chain id, and the pending block when it changed.
+// tags, the chain id, and the pending block when it changed. It also reads
+// the tables' version, and returns ErrMigrated (as every read does from
+// then on) when a writer of another version has migrated them.
 func (r *Reader) Refresh(ctx context.Context) error {
 	r.pollMu.Lock()
 	defer r.pollMu.Unlock()
@@ -147,15 +160,31 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		latest, earliest, safe, finalized  pgtype.Int8
 		latestHash, pendingTD, pendingBody []byte
 		chainID                            *string
+		tables                             pgtype.Int8
 	)
 	// One statement: the pending block comes with the row that names it,
 	// and only when it is not the one already held.
 	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.latest, h.latest_hash, h.earliest, h.safe,
-			h.finalized, h.chain_id::TEXT, h.chain_id_bound, h.pending_version, p.td, p.body
+			h.finalized, h.chain_id::TEXT, h.chain_id_bound, h.pending_version, p.td, p.body,
+			(SELECT version FROM `+versionTable+` WHERE id = 1)
 		FROM head h LEFT JOIN pending p ON p.id = 1 AND h.pending_version <> $1
 		WHERE h.id = 1`, old.pendingVersion).Scan(
 		&st.version, &st.reorgVersion, &latest, &latestHash, &earliest, &safe, &finalized,
-		&chainID, &st.chainIDBound, &st.pendingVersion, &pendingTD, &pendingBody)
+		&chainID, &st.chainIDBound, &st.pendingVersion, &pendingTD, &pendingBody, &tables)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		// A migration may have changed the head row itself.
+		if v, verr := tablesVersion(ctx, r.pool); verr == nil && v != r.schema {
+			tables = pgtype.Int8{Int64: int64(v), Valid: true}
+			err = nil
+		}
+	}
+	if tables.Valid && tables.Int64 != int64(r.schema) {
+		m := *old
+		m.migrated = fmt.Errorf("%w: they are at version %d and this reader reads version %d: restart it with a build that reads version %d",
+			ErrMigrated, tables.Int64, r.schema, tables.Int64)
+		r.head.Store(&m)
+		return m.migrated
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The tables exist, their first row not yet: an empty store, or
 		// a standby further behind than the server of the last poll.
@@ -227,13 +256,26 @@ func decodePending(td, body []byte) (*backend.Block, error) {
 	return b, nil
 }
 
+// state is what a read starts from: the head row of the last poll, unless
+// ctx is done or the tables were migrated.
+func (r *Reader) state(ctx context.Context) (*headState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st := r.head.Load()
+	if st.migrated != nil {
+		return nil, st.migrated
+	}
+	return st, nil
+}
+
 // ChainID implements backend.Backend: the chain id the head row gives, set
 // by the writer's SetChainID or learnt from the transactions it stored.
 func (r *Reader) ChainID(ctx context.Context) (uint64, error) {
-	if err := ctx.Err(); err != nil {
+	st, err := r.state(ctx)
+	if err != nil {
 		return 0, err
 	}
-	st := r.head.Load()
 	if !st.chainIDKnown {
 		return 0, backend.ErrNotFound
 	}
@@ -245,10 +287,10 @@ func (r *Reader) ChainID(ctx context.Context) (uint64, error) {
 // the last poll (for a Writer, its last write): latest to its block by
 // hash, earliest, safe and finalized to their numbers.
 func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
-	if err := ctx.Err(); err != nil {
+	st, err := r.state(ctx)
+	if err != nil {
 		return nil, err
 	}
-	st := r.head.Load()
 	var n uint64
 	switch number {
 	case backend.Pending:
@@ -340,7 +382,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 
 // BlockByHash implements backend.Backend.
 func (r *Reader) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
-	if err := ctx.Err(); err != nil {
+	if _, err := r.state(ctx); err != nil {
 		return nil, err
 	}
 	key := cacheKey{hash: hash, index: -1}
@@ -373,7 +415,7 @@ func (r *Reader) decodeBlock(hash backend.Hash, td, body []byte) (*backend.Block
 
 // UncleByBlockHashAndIndex implements backend.Backend.
 func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
-	if err := ctx.Err(); err != nil {
+	if _, err := r.state(ctx); err != nil {
 		return nil, err
 	}
 	if index > math.MaxInt32 {

@@ -63,7 +63,7 @@ func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set)
 		return nil, err
 	}
 	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
-	w.Reader.init(pool, o)
+	w.Reader.init(pool, o, set.Version())
 	if err := w.takeLease(ctx, set); err != nil {
 		pool.Close()
 		return nil, err

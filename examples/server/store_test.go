@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -542,6 +543,52 @@ func TestStorePostgresFollowLeaseLost(t *testing.T) {
 	}
 	waitForHead(t, srv, 11)
 	srv.stop(t)
+}
+
+// TestStorePostgresReaderMigrated runs a -read-only server while its
+// store's tables are migrated to a newer version than its build reads (the
+// version row moved as a newer writer's migration moves it): it stops
+// answering from tables it may misread, and its /readyz says why.
+func TestStorePostgresReaderMigrated(t *testing.T) {
+	_, base := pgtest.Shared(t)
+	schema := pgtest.Schema(t)
+	dbURL := base + "&search_path=" + schema
+	writer := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", dbURL, "-chain", demoDump(t))
+	writer.stop(t)
+	reader := start(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keys", "k", "-cache", "0", "-store", dbURL, "-read-only", "-poll", "20ms")
+	admin, rpc := reader.adminURL(t), rpcURL(reader)
+	if code, body := get(t, admin+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before the migration: %d %s", code, body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = version + 1`); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, body = get(t, admin+"/readyz"); code != http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "migrated") {
+		t.Errorf("/readyz once migrated: %d %s, want 503 saying the tables were migrated", code, body)
+	}
+	resp, answer := call(t, http.DefaultClient, rpc+"k", `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x5",false]}`)
+	if strings.Contains(answer, `"result"`) || !strings.Contains(answer, `"error"`) {
+		t.Errorf("block 5 once migrated: %d %s, want an error", resp.StatusCode, answer)
+	}
+	reader.stop(t)
+	if n := strings.Count(reader.stderr(), "level=ERROR msg=\"pgstore: every read fails from now on\""); n != 1 {
+		t.Errorf("the reader logs the migration %d times, want once:\n%s", n, reader.stderr())
+	}
 }
 
 // pgHeadVersion reads the version of the store's head row, which every
