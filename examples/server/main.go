@@ -103,7 +103,8 @@
 // The listeners are bound and served before the chain is loaded or
 // imported: a port in use stops the server at once. Until the chain is
 // ready, /healthz answers ok, /readyz 503, and -addr 503 with Retry-After
-// and a JSON-RPC error saying the chain loads.
+// and a JSON-RPC error saying the chain loads, logged (loading=true) and
+// counted in the metrics as any request.
 //
 // For a dump, safe and finalized default to its head, and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
