@@ -58,8 +58,8 @@ type headState struct {
 	chainIDBound   bool
 	pendingVersion int64
 	pending        *backend.Block
-	// migrated, when not nil, is the error of every read: the tables are
-	// at another version than SchemaVersion.
+	// migrated, when not nil, is the error of every read from then on:
+	// the tables are at another version than the Reader's schema.
 	migrated error
 }
 
@@ -131,17 +131,10 @@ func (r *Reader) poll(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		wasMigrated := r.head.Load().migrated != nil
 		pctx, cancel := context.WithTimeout(ctx, max(r.opts.PollInterval, 5*time.Second))
 		err := r.Refresh(pctx)
 		cancel()
-		switch {
-		case err == nil || ctx.Err() != nil:
-		case errors.Is(err, ErrMigrated):
-			if !wasMigrated {
-				r.opts.Logger.Error("pgstore: every read fails from now on", "err", err)
-			}
-		default:
+		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrMigrated) { // Refresh logs that one once
 			r.opts.Logger.Warn("pgstore: polling the head row failed; serving the last head read", "err", err)
 		}
 	}
@@ -155,6 +148,11 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	r.pollMu.Lock()
 	defer r.pollMu.Unlock()
 	old := r.head.Load()
+	if old.migrated != nil {
+		// For good: a standby that has not replayed the migration yet
+		// must not make the Reader serve again what it found migrated.
+		return old.migrated
+	}
 	var (
 		st                                 headState
 		latest, earliest, safe, finalized  pgtype.Int8
@@ -171,8 +169,9 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		WHERE h.id = 1`, old.pendingVersion).Scan(
 		&st.version, &st.reorgVersion, &latest, &latestHash, &earliest, &safe, &finalized,
 		&chainID, &st.chainIDBound, &st.pendingVersion, &pendingTD, &pendingBody, &tables)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		// A migration may have changed the head row itself.
+	if err != nil {
+		// A migration may have changed the head row itself, or a standby
+		// not have its first row yet.
 		if v, verr := tablesVersion(ctx, r.pool); verr == nil && v != r.schema {
 			tables = pgtype.Int8{Int64: int64(v), Valid: true}
 			err = nil
@@ -183,6 +182,7 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		m.migrated = fmt.Errorf("%w: they are at version %d and this reader reads version %d: restart it with a build that reads version %d",
 			ErrMigrated, tables.Int64, r.schema, tables.Int64)
 		r.head.Store(&m)
+		r.opts.Logger.Error("pgstore: every read fails from now on", "err", m.migrated)
 		return m.migrated
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
