@@ -14,6 +14,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
@@ -194,11 +195,7 @@ func TestImportRefusesAtTheLine(t *testing.T) {
 func TestImporterClose(t *testing.T) {
 	ctx := context.Background()
 	w, url, schema := openWriter(t, nil)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t, url)
 	// Manual vacuums and analyzes only: autovacuum counts its own. From
 	// PostgreSQL 15 on, a vacuum counts itself as it ends, so the counts
 	// are read without waiting; before, the statistics collector has them
@@ -327,7 +324,7 @@ func TestImporterCloseDuringVacuum(t *testing.T) {
 	go func() { closed <- im.Close() }()
 
 	// Not the locker's: a transaction reads pg_stat_activity once.
-	watcher := connect(t, url)
+	watcher := pgtest.Connect(t, url)
 	// The backends whose last statement is a vacuum, and those of them
 	// running it.
 	vacuums := func() (backends, running int) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/jackc/pgx/v5"
 )
@@ -99,11 +100,7 @@ func TestSingleWriter(t *testing.T) {
 
 	// The second stalls: its lease expires, and a third writer takes it
 	// over. The second's next write is refused, and writes nothing.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t, url)
 	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "writer_lease"}.Sanitize()+` SET expires_at = clock_timestamp() - INTERVAL '1 second'`); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +150,7 @@ func TestMigrationUnderLease(t *testing.T) {
 	older, url, schema := openWriter(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn := connect(t, url)
+	conn := pgtest.Connect(t, url)
 	const migration, marker = "0002_marker.sql", "newer_marker"
 	tables := func() (version int, marked bool) {
 		t.Helper()
@@ -221,7 +218,7 @@ func TestReaderOfMigratedTables(t *testing.T) {
 			}
 		}},
 		{"the head row changes", func(ctx context.Context, t *testing.T, url, schema string) {
-			err := pgx.BeginFunc(ctx, connect(t, url), func(tx pgx.Tx) error {
+			err := pgx.BeginFunc(ctx, pgtest.Connect(t, url), func(tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, `ALTER TABLE `+pgx.Identifier{schema, "head"}.Sanitize()+` RENAME COLUMN safe TO safe_block;
 					UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = version + 1`)
 				return err
@@ -273,7 +270,7 @@ func TestReaderOfMigratedTables(t *testing.T) {
 			}
 			// The version row back, as a standby behind the migration
 			// would show it: the reader has been told, and stays told.
-			if _, err := connect(t, url).Exec(ctx, `UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = $1`, pgstore.SchemaVersion()); err != nil {
+			if _, err := pgtest.Connect(t, url).Exec(ctx, `UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = $1`, pgstore.SchemaVersion()); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(200 * time.Millisecond)

@@ -24,25 +24,12 @@ func TestMain(m *testing.M) {
 // sharedURL returns the shared server and its database's URL.
 func sharedURL(t testing.TB) (*pgtest.Server, string) { return pgtest.Shared(t) }
 
-// connect opens a connection of the test's own to url, closed when the
-// test ends.
-func connect(t testing.TB, url string) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
-	return conn
-}
-
 // lockTable locks a table of schema in mode, in a transaction held until
 // the test ends, as an operator's LOCK, REINDEX or VACUUM would.
 func lockTable(t testing.TB, url, schema, table, mode string) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := connect(t, url).Begin(ctx)
+	tx, err := pgtest.Connect(t, url).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

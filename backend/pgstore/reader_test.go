@@ -8,6 +8,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -104,7 +105,7 @@ func TestReaderNeverBack(t *testing.T) {
 	latest(10)
 	version := pgstore.HeadVersion(r)
 
-	if _, err := connect(t, url).Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version - 1, latest = 9, latest_hash = $1`,
+	if _, err := pgtest.Connect(t, url).Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version - 1, latest = 9, latest_hash = $1`,
 		s.main.Block(9).Hash[:]); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestReaderCorruptHash(t *testing.T) {
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
 	s.addMain(t, w, 5)
-	conn := connect(t, url)
+	conn := pgtest.Connect(t, url)
 	for _, table := range []string{"canonical", "blocks"} {
 		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, table}.Sanitize()+` SET hash = substring(hash from 1 for 5) WHERE hash = $1`,
 			s.main.Block(3).Hash[:]); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/jackc/pgx/v5"
 )
@@ -17,11 +18,7 @@ import (
 func TestStorage(t *testing.T) {
 	w, url, schema := openWriter(t, nil)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t, url)
 	blocks := pgx.Identifier{schema, "blocks"}.Sanitize()
 	inToast := func() (rows int64) {
 		t.Helper()
@@ -44,7 +41,7 @@ func TestStorage(t *testing.T) {
 	// A row holds the hashes and numbers beside the body: a body of up to
 	// 8,000 bytes fits in a page with them.
 	var fits, over, overStored, overLength int64
-	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE octet_length(body) BETWEEN 2048 AND 8000),
+	err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE octet_length(body) BETWEEN 2048 AND 8000),
 		count(*) FILTER (WHERE octet_length(body) > 8160),
 		COALESCE(sum(pg_column_size(body)) FILTER (WHERE octet_length(body) > 8160), 0),
 		COALESCE(sum(octet_length(body)) FILTER (WHERE octet_length(body) > 8160), 0)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 )
 
@@ -80,7 +81,7 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	written := make(chan error, 1)
 	go func() { written <- s.write(w, s.main.Block(11), true) }()
 
-	watcher := connect(t, url)
+	watcher := pgtest.Connect(t, url)
 	// The writer's backends waiting for a lock.
 	waiting := func() int {
 		t.Helper()

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // keySchema makes an empty schema for a key store and returns the URL that
@@ -21,12 +20,7 @@ import (
 func keySchema(t *testing.T, base string) string {
 	t.Helper()
 	schema := pgtest.Schema(t)
-	conn, err := pgx.Connect(context.Background(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
+	if _, err := pgtest.Connect(t, base).Exec(context.Background(), "CREATE SCHEMA "+schema); err != nil {
 		t.Fatal(err)
 	}
 	return base + "&search_path=" + schema

@@ -499,15 +499,12 @@ func TestStorePostgresFollowLeaseLost(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t, base)
 	// The server's lease expires, as when it stalls, and another writer
 	// takes it over (refused, and trying again, should the server renew
 	// it in between).
 	var other *pgstore.Writer
+	var err error
 	for attempt := 1; other == nil; attempt++ {
 		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "writer_lease"}.Sanitize()+` SET expires_at = clock_timestamp() - INTERVAL '1 second'`); err != nil {
 			t.Fatal(err)
@@ -563,11 +560,7 @@ func TestStorePostgresReaderMigrated(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgtest.Connect(t, base)
 	if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = version + 1`); err != nil {
 		t.Fatal(err)
 	}
@@ -597,13 +590,8 @@ func pgHeadVersion(t *testing.T, url, schema string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var v int64
-	if err := conn.QueryRow(ctx, `SELECT version FROM `+pgx.Identifier{schema, "head"}.Sanitize()).Scan(&v); err != nil {
+	if err := pgtest.Connect(t, url).QueryRow(ctx, `SELECT version FROM `+pgx.Identifier{schema, "head"}.Sanitize()).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v

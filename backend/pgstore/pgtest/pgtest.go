@@ -513,3 +513,16 @@ func Schema(t testing.TB) string {
 	}
 	return fmt.Sprintf("t%d_%d_%s", os.Getpid(), schemas.n, name)
 }
+
+// Connect opens a connection of the test's own to url, closed when the
+// test ends: for what a test does on the server beside the code it tests.
+func Connect(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
+}
