@@ -11,6 +11,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/internal/fixturechains"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -194,7 +195,7 @@ func BenchmarkMiss(b *testing.B) {
 	// The mainnet block of 94 transactions; the node's head is the
 	// genesis, since the fixture blocks are not a chain.
 	b.Run("mainnet-18000000-94tx", func(b *testing.B) {
-		s := mainnetStore(b)
+		s := fixturechains.Mainnet(b).Store
 		benchMiss(b, s, storeBlock(b, s, backend.Earliest), storeBlock(b, s, 18_000_000))
 	})
 }

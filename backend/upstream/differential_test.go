@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/internal/fixturechains"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -138,8 +140,8 @@ func TestDifferential(t *testing.T) {
 			return s
 		}},
 		{name: "chaintest", load: func(t *testing.T) *memstore.Store { return richChain(t).Store() }},
-		{name: "execution-apis", load: func(t *testing.T) *memstore.Store { return execAPIsStore(t) }},
-		{name: "mainnet", load: func(t *testing.T) *memstore.Store { return mainnetStore(t) }, sparse: true},
+		{name: "execution-apis", load: func(t *testing.T) *memstore.Store { return fixturechains.ExecutionAPIs(t).Store }},
+		{name: "mainnet", load: func(t *testing.T) *memstore.Store { return fixturechains.Mainnet(t).Store }, sparse: true},
 	}
 	var (
 		mu      sync.Mutex
@@ -199,8 +201,8 @@ func TestDifferential(t *testing.T) {
 		run(t, c.name, c.name, c.load, c.sparse)
 	}
 	t.Run("ethereum-tests", func(t *testing.T) {
-		for _, et := range ethTestStores(t) {
-			run(t, "ethereum-tests", et.name, func(*testing.T) *memstore.Store { return et.store }, false)
+		for _, c := range fixturechains.EthereumTests(t) {
+			run(t, "ethereum-tests", strings.TrimPrefix(c.Name, "ethereum-tests/"), func(*testing.T) *memstore.Store { return c.Store }, false)
 		}
 	})
 }

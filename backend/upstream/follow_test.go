@@ -19,6 +19,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/internal/fixturechains"
 	"github.com/blockrpc/blockrpc/internal/fixtures"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
@@ -1172,7 +1173,7 @@ func TestFollowMainnetBlocks(t *testing.T) {
 // uncles), loaded by the differential test's loader: every block, uncle
 // and total difficulty is the source's, and safe and finalized are taken.
 func TestFollowExecutionAPIsChain(t *testing.T) {
-	src := execAPIsStore(t)
+	src := fixturechains.ExecutionAPIs(t).Store
 	dst := memstore.New()
 	f := startFollower(t, dst, newFakeNode(t, src), upstream.FollowConfig{})
 	waitSynced(t, f, dst, src)
