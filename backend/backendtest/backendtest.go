@@ -19,6 +19,12 @@
 // TestBackend checks a Backend that cannot be written, such as one reading
 // from a node, against a reference that serves the same chain.
 //
+// TestCopy writes a chain of your own choosing into a store and checks it
+// the same way, block by block: real blocks, such as a dump of a few
+// mainnet blocks millions apart, or the chains of this project's shared
+// fixtures, which memstore and every store here are run over. TestBlocks
+// checks such blocks alone, in a store opened again, say.
+//
 // A Backend that is a backend.Lender is checked lending as well: each lent
 // block must be written as the block its BlockByNumber or BlockByHash
 // returns, and fail alike.
@@ -65,12 +71,7 @@ func TestBackend(t *testing.T, got, want backend.Backend, extra ...backend.Hash)
 	for _, h := range extra {
 		c.byHash(h)
 	}
-	for _, tag := range []backend.BlockNumber{backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
-		c.byNumber(tag)
-	}
-	c.byNumber(backend.BlockNumber(last.Number + 1))
-	c.byHash(backend.Hash{0xde, 0xad})
-	c.chainID()
+	c.tagsAndEdges(last.Number)
 	t.Logf("%d answers compared, blocks %d to %d", c.compared, first.Number, last.Number)
 }
 
@@ -79,6 +80,18 @@ type comparer struct {
 	t         *testing.T
 	got, want backend.Backend
 	compared  int
+}
+
+// tagsAndEdges compares the blocks of the tags, the block after want's
+// latest (last), a block of an unknown hash, and the chain id.
+func (c *comparer) tagsAndEdges(last uint64) {
+	c.t.Helper()
+	for _, tag := range []backend.BlockNumber{backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
+		c.byNumber(tag)
+	}
+	c.byNumber(backend.BlockNumber(last + 1))
+	c.byHash(backend.Hash{0xde, 0xad})
+	c.chainID()
 }
 
 // byNumber compares a block by number or tag, and returns want's, or nil.

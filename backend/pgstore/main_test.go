@@ -11,6 +11,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
+	"github.com/blockrpc/blockrpc/internal/fixturechains"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -88,6 +89,33 @@ func TestConformanceImporter(t *testing.T) {
 		opts := &pgstore.ImportOptions{BatchBlocks: 3}
 		return &importerStore{w: w, opts: opts, im: w.NewImporter(context.Background(), opts)}
 	})
+}
+
+// TestFixtures copies every chain of the shared fixtures into a writer,
+// with its block cache and without, and through an Importer; each must
+// serve it as memstore does, byte for byte, and so must a Reader of what
+// the writer wrote.
+func TestFixtures(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range fixturechains.All(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			w, url, schema := openWriter(t, nil)
+			backendtest.TestCopy(t, w, c.Store, c.Hashes...)
+			r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			backendtest.TestBlocks(t, r, c.Store, c.Hashes...)
+
+			uncached, _, _ := openWriter(t, &pgstore.Options{CacheBytes: -1})
+			backendtest.TestCopy(t, uncached, c.Store, c.Hashes...)
+
+			w, _, _ = openWriter(t, nil)
+			opts := &pgstore.ImportOptions{BatchBlocks: 3}
+			backendtest.TestCopy(t, &importerStore{w: w, opts: opts, im: w.NewImporter(ctx, opts)}, c.Store, c.Hashes...)
+		})
+	}
 }
 
 // importerStore writes through an Importer and reads from its Writer once
