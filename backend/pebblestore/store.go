@@ -6,7 +6,7 @@
 //
 //	s, err := pebblestore.Open(dir, nil) // or &pebblestore.Options{CacheBytes: 4 << 30}
 //	defer s.Close()
-//	err = memstore.Loader{}.LoadInto(dump, s) // import a JSONL dump; again is a no-op
+//	err = new(memstore.Loader).LoadInto(dump, s) // import a JSONL dump; again is a no-op
 //	svc := blockrpc.NewService(s)
 //
 // # Data model
@@ -261,8 +261,11 @@ func (s *Store) load() error {
 		}
 		return s.db.Set(keyVersion, encodeUint64(schemaVersion), pebble.Sync)
 	}
-	if n, ok := decodeUint64(v); !ok || n != schemaVersion {
-		return fmt.Errorf("a store of schema version %x, want %d", v, schemaVersion)
+	switch n, ok := decodeUint64(v); {
+	case !ok:
+		return fmt.Errorf("a damaged store: its schema version, %x, is no number", v)
+	case n != schemaVersion:
+		return fmt.Errorf("a store of schema version %d, where this build reads version %d: import the chain again into a new directory", n, schemaVersion)
 	}
 	if g, found, err := get(s.db, keyGenesis); err != nil {
 		return err

@@ -211,6 +211,58 @@ func TestNotAStore(t *testing.T) {
 	}
 }
 
+// TestOtherSchemaVersion refuses a store of another schema version, or
+// of a version that is no number, naming what it found, and leaves it
+// as it was.
+func TestOtherSchemaVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version []byte
+		want    string
+	}{
+		{encodeUint64(1), "a store of schema version 1, where this build reads version 2: import the chain again into a new directory"},
+		{[]byte{7, 7, 7}, "a damaged store: its schema version, 070707, is no number"},
+	} {
+		dir := t.TempDir()
+		s, err := Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddBlock(chaintest.New(chaintest.Config{Seed: 1}).Head()); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		setVersion := func(v []byte) {
+			t.Helper()
+			db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if v == nil {
+				got, closer, err := db.Get(keyVersion)
+				if err != nil || string(got) != string(tc.version) {
+					t.Errorf("the version after the refusal: %x, %v; want %x", got, err, tc.version)
+				}
+				if err == nil {
+					closer.Close()
+				}
+				return
+			}
+			if err := db.Set(keyVersion, v, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setVersion(tc.version)
+		if s, err := Open(dir, nil); err == nil {
+			s.Close()
+			t.Errorf("a store of version %x opened", tc.version)
+		} else if !strings.HasPrefix(err.Error(), "pebblestore: "+dir+": ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("a store of version %x: %v, want the directory and %q", tc.version, err, tc.want)
+		}
+		setVersion(nil)
+	}
+}
+
 func TestClosed(t *testing.T) {
 	s := openTest(t, nil)
 	b := chaintest.New(chaintest.Config{Seed: 1})
