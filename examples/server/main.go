@@ -20,8 +20,8 @@
 //	                  SIGINT or SIGTERM arrives (default 10s)
 //	-log-level L      debug, info, warn or error (default info); request
 //	                  lines are at info, so warn silences them
-//	-log-sample N     log one request line in N (default 1); errors are
-//	                  always logged
+//	-log-sample N     log one request line in N (default 1); server errors
+//	                  (5xx) and panics are always logged
 //	-read-timeout D   how long a client may take to send a request, body
 //	                  included (default 30s); a body cut short by it is
 //	                  answered 408
@@ -239,18 +239,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:8545", "`HOST:PORT` to listen on")
 	fs.StringVar(&o.chain, "chain", "", "JSONL dump `FILE` to serve instead of the demo chain (with -store, imported into the store)")
 	fs.StringVar(&keys, "keys", "", "comma-separated API `keys` to accept (default: $BLOCKRPC_KEYS, else one generated key)")
-	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag (default: head for a dump)")
-	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag (default: head for a dump)")
+	fs.Int64Var(&o.safe, "safe", -1, "block `N` for the \"safe\" tag; -1 leaves it to the chain: a dump's head, the demo chain's or the store's own")
+	fs.Int64Var(&o.finalized, "finalized", -1, "block `N` for the \"finalized\" tag; -1 leaves it to the chain: a dump's head, the demo chain's or the store's own")
 	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long requests in flight may take to finish on SIGINT or SIGTERM before they are cut")
 	fs.StringVar(&level, "log-level", "info", "the least `level` logged: debug, info, warn or error (request lines are at info)")
-	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; errors are always logged")
+	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; server errors (5xx) and panics are always logged")
 	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request, body included; a body cut short by it is answered 408")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 60*time.Second, "how long a request may take, from the end of its headers to the last byte of its answer; an answer not out by then is cut")
 	fs.Float64Var(&o.rate, "rate", 0, "calls a second allowed to each API key, on average (`N`); 0: no limit")
 	fs.IntVar(&o.burst, "burst", 0, "calls an API key may make at once (`M`; default: -rate, rounded up)")
 	fs.Int64Var(&o.cache, "cache", blockrpc.DefaultAnswerCache, "the size of the answer cache in `BYTES`; 0 turns it off")
-	fs.StringVar(&o.admin, "admin", "", "`HOST:PORT` to serve /metrics, /healthz and /readyz on, over plain HTTP (default: none)")
+	fs.StringVar(&o.admin, "admin", "", "`HOST:PORT` to serve /metrics, /healthz and /readyz on, over plain HTTP (default: none; with -keystore, 127.0.0.1:8546, where the dashboard of keys is served too)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate `FILE` (PEM, chain included) to serve HTTPS with; needs -tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key `FILE` (PEM) of -tls-cert")
 	fs.StringVar(&upstreams, "upstream", "", "serve the chain of these JSON-RPC endpoints (comma-separated `URLs`, the first preferred, the next ones its failover), verifying every block")
