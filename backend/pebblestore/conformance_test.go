@@ -38,6 +38,7 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { s.Close() })
 			backendtest.TestCopy(t, s, c.Store, c.Hashes...)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -46,7 +47,6 @@ func TestFixtures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer s.Close()
 			backendtest.TestBlocks(t, s, c.Store, c.Hashes...)
 		})
 	}

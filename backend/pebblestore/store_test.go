@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"strings"
@@ -219,7 +220,7 @@ func TestOtherSchemaVersion(t *testing.T) {
 		version []byte
 		want    string
 	}{
-		{encodeUint64(1), "a store of schema version 1, where this build reads version 2: import the chain again into a new directory"},
+		{encodeUint64(schemaVersion + 1), fmt.Sprintf("a store of schema version %d, where this build reads version %d: import the chain again into a new directory", schemaVersion+1, schemaVersion)},
 		{[]byte{7, 7, 7}, "a damaged store: its schema version, 070707, is no number"},
 	} {
 		dir := t.TempDir()

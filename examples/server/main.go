@@ -21,7 +21,8 @@
 //	-log-level L      debug, info, warn or error (default info); request
 //	                  lines are at info, so warn silences them
 //	-log-sample N     log one request line in N (default 1); server errors
-//	                  (5xx) and panics are always logged
+//	                  (5xx, but for the 503s of a chain still loading) and
+//	                  panics are always logged
 //	-read-timeout D   how long a client may take to send a request, body
 //	                  included (default 30s); a body cut short by it is
 //	                  answered 408
@@ -244,7 +245,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Uint64Var(&o.chainID, "chainid", 0, "chain id `N` for eth_chainId (default: the one the transactions are signed for)")
 	fs.DurationVar(&o.grace, "grace", 10*time.Second, "how long requests in flight may take to finish on SIGINT or SIGTERM before they are cut")
 	fs.StringVar(&level, "log-level", "info", "the least `level` logged: debug, info, warn or error (request lines are at info)")
-	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; server errors (5xx) and panics are always logged")
+	fs.IntVar(&sample, "log-sample", 1, "log one request line in `N`; server errors (5xx, but for the 503s of a chain still loading) and panics are always logged")
 	fs.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "how long a client may take to send a request, body included; a body cut short by it is answered 408")
 	fs.DurationVar(&o.writeTimeout, "write-timeout", 60*time.Second, "how long a request may take, from the end of its headers to the last byte of its answer; an answer not out by then is cut")
 	fs.Float64Var(&o.rate, "rate", 0, "calls a second allowed to each API key, on average (`N`); 0: no limit")

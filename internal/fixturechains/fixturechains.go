@@ -31,7 +31,8 @@ type Chain struct {
 	Name  string
 	Store *memstore.Store
 	// Hashes are those of every block stored, side blocks included, once
-	// each, in the order they were written: a parent before its children.
+	// each, a parent before its children: in the order they were written,
+	// or for the mainnet blocks, which are not a chain, by number.
 	Hashes []backend.Hash
 }
 
