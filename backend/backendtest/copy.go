@@ -28,12 +28,8 @@ func TestCopy(t *testing.T, s Store, ref backend.Backend, hashes ...backend.Hash
 		}
 	}
 	for _, h := range hashes {
-		b, err := ref.BlockByHash(ctx, h)
-		if err != nil {
-			t.Fatalf("the reference's block %s: %v", h, err)
-		}
-		at, err := ref.BlockByNumber(ctx, backend.BlockNumber(b.Number))
-		writeBlock(t, s, ref, b, err == nil && at.Hash == h)
+		b, canonical := refBlock(t, ref, h)
+		writeBlock(t, s, ref, b, canonical)
 	}
 	copyTags(t, s, ref)
 	TestBlocks(t, s, ref, hashes...)
@@ -59,11 +55,7 @@ func TestBlocks(t *testing.T, got, want backend.Backend, hashes ...backend.Hash)
 	c := comparer{t: t, got: got, want: want}
 	canonical := 0
 	for _, h := range hashes {
-		b, err := want.BlockByHash(ctx, h)
-		if err != nil {
-			t.Fatalf("the reference's block %s: %v", h, err)
-		}
-		if at, err := want.BlockByNumber(ctx, backend.BlockNumber(b.Number)); err == nil && at.Hash == h {
+		if b, ok := refBlock(t, want, h); ok {
 			c.byNumber(backend.BlockNumber(b.Number))
 			canonical++
 		}
@@ -71,4 +63,17 @@ func TestBlocks(t *testing.T, got, want backend.Backend, hashes ...backend.Hash)
 	}
 	c.tagsAndEdges(latest.Number)
 	t.Logf("%d answers compared, %d blocks (%d canonical)", c.compared, len(hashes), canonical)
+}
+
+// refBlock returns the reference's block of hash h, and whether it is the
+// reference's canonical block at its number.
+func refBlock(t *testing.T, ref backend.Backend, h backend.Hash) (*backend.Block, bool) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := ref.BlockByHash(ctx, h)
+	if err != nil {
+		t.Fatalf("the reference's block %s: %v", h, err)
+	}
+	at, err := ref.BlockByNumber(ctx, backend.BlockNumber(b.Number))
+	return b, err == nil && at.Hash == h
 }
