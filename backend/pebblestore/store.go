@@ -30,6 +30,15 @@
 // up to the last whole batch. An import or a follower started again writes
 // them again. Options.Sync syncs every commit, and loses none.
 //
+// A read the disk fails is an error of that read, which blockrpc's
+// handler answers as a backend failure; the same read succeeds once the
+// disk does. A write of Pebble's log the disk fails ends the process, as
+// Pebble does when it cannot tell what of its log is on the disk: with
+// Options.Sync, the write in progress never returns (Pebble logs "pebble:
+// fatal commit error" and exits); without, a later write panics. Opened
+// again, the store holds a consistent chain, and with Options.Sync every
+// write that returned.
+//
 // Readers take no lock: each call reads through one Pebble iterator, a
 // point-in-time view, so that a block asked for by number or tag is the
 // one that was canonical at one instant, and a reorganisation is seen
@@ -60,6 +69,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/holiman/uint256"
 )
 
@@ -97,6 +107,10 @@ type Options struct {
 	// It costs a disk flush per block written, which slows an import by
 	// an order of magnitude.
 	Sync bool
+
+	// fs replaces the operating system's file system, for tests that
+	// make it fail.
+	fs vfs.FS
 }
 
 // The defaults of Options.
@@ -176,6 +190,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	for i := range po.TargetFileSizes {
 		po.TargetFileSizes[i] = targetFileSize
+	}
+	if o.fs != nil {
+		po.FS = o.fs
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)

@@ -1,0 +1,208 @@
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/internal/synth"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+// failingDisk is the operating system's file system, made to fail the
+// operations of kinds on files whose names end in suffix while it is on.
+func failingDisk(suffix string, kinds ...errorfs.OpKind) (*errorfs.FS, *atomic.Bool) {
+	on := new(atomic.Bool)
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if on.Load() && strings.HasSuffix(op.Path, suffix) {
+			for _, k := range kinds {
+				if op.Kind == k {
+					return errorfs.ErrInjected
+				}
+			}
+		}
+		return nil
+	}))
+	return fs, on
+}
+
+// TestDiskFailsReads reads blocks that are not in the cache from a disk
+// that fails every read of a table: each read is an error, which the
+// handler answers as a backend failure, and once the disk reads again the
+// store serves every block as before, the failed answers not remembered.
+func TestDiskFailsReads(t *testing.T) {
+	fs, failing := failingDisk(".sst", errorfs.OpFileReadAt, errorfs.OpFileRead)
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{fs: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := chaintest.New(chaintest.Config{Seed: 4})
+	b.AddBlocks(300, chaintest.Txs(2))
+	for n := uint64(0); n <= 300; n++ {
+		if err := s.AddBlock(b.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil { // the blocks in a table, read from the disk
+		t.Fatal(err)
+	}
+	s = reopen(t, s, &Options{fs: fs}) // with an empty cache
+	ctx := t.Context()
+	h := blockrpc.NewHandler(blockrpc.NewService(s),
+		blockrpc.WithKeys(blockrpc.NewKeySet("k")),
+		blockrpc.WithLogger(slog.New(slog.DiscardHandler)))
+	ask := func(number uint64) (result json.RawMessage, rpcErr *struct{ Code int }) {
+		t.Helper()
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",true]}`, number)
+		req := httptest.NewRequest(http.MethodPost, "/v3/k", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var a struct {
+			Result json.RawMessage
+			Error  *struct{ Code int }
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+			t.Fatalf("block %d: %v in %q (HTTP %d)", number, err, rec.Body, rec.Code)
+		}
+		return a.Result, a.Error
+	}
+
+	failing.Store(true)
+	if _, err := s.BlockByNumber(ctx, 100); !errors.Is(err, errorfs.ErrInjected) {
+		t.Errorf("BlockByNumber on a failing disk: %v, want the disk's error", err)
+	}
+	if _, err := s.BlockByHash(ctx, b.Block(120).Hash); !errors.Is(err, errorfs.ErrInjected) {
+		t.Errorf("BlockByHash on a failing disk: %v, want the disk's error", err)
+	}
+	lent := false
+	err = s.LendBlockByNumber(ctx, 140, func(*backend.Block, backend.TransactionDecoder) error { lent = true; return nil })
+	if !errors.Is(err, errorfs.ErrInjected) || lent {
+		t.Errorf("LendBlockByNumber on a failing disk: %v (lent: %v), want the disk's error", err, lent)
+	}
+	if result, rpcErr := ask(160); rpcErr == nil || rpcErr.Code != -32000 || result != nil {
+		t.Errorf("eth_getBlockByNumber on a failing disk: result %s, error %+v; want error -32000 alone", result, rpcErr)
+	}
+
+	failing.Store(false)
+	result, rpcErr := ask(160)
+	if rpcErr != nil {
+		t.Fatalf("eth_getBlockByNumber once the disk reads again: error %+v", rpcErr)
+	}
+	var got struct{ Hash backend.Hash }
+	if err := json.Unmarshal(result, &got); err != nil || got.Hash != b.Block(160).Hash {
+		t.Errorf("eth_getBlockByNumber once the disk reads again: block %s (%v), want %s", got.Hash, err, b.Block(160).Hash)
+	}
+	backendtest.TestBackend(t, s, b.Store(), b.Head().Hash)
+}
+
+// diskFailEnv holds the directory, the sync option and the number of
+// writes after which the log's disk fails, for the child process of
+// TestDiskFailsLog.
+const diskFailEnv = "PEBBLESTORE_DISKFAIL"
+
+// TestDiskFailsLog runs a process that imports a chain until the disk
+// starts failing the writes and syncs of Pebble's log. Pebble cannot tell
+// then what of its log is on the disk, and ends the process (Fatalf with
+// Options.Sync, a panic on a later write without); the store opens again
+// to a consistent chain, which with Options.Sync holds every block whose
+// write returned.
+func TestDiskFailsLog(t *testing.T) {
+	if v := os.Getenv(diskFailEnv); v != "" {
+		diskFailChild(v)
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs processes: not in -short")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+			dir := t.TempDir()
+			good := 1 + rng.IntN(200)
+			cmd := exec.Command(exe, "-test.run=^TestDiskFailsLog$", "-test.count=1")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%v,%d", diskFailEnv, dir, sync, good))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+				t.Fatalf("the process whose disk failed: %v, want an exit with an error (seed %d)\n%s", err, seed, stderr.Bytes())
+			}
+			if !strings.Contains(stderr.String(), errorfs.ErrInjected.Error()) {
+				t.Errorf("the process's output does not name the disk's error:\n%s", stderr.Bytes())
+			}
+			returned := -1 // the highest block whose write returned
+			for _, line := range strings.Fields(stdout.String()) {
+				if n, err := strconv.Atoi(line); err == nil {
+					returned = n
+				}
+			}
+			if sync && returned != good-1 {
+				t.Errorf("with Sync, writes returned up to block %d; the disk failed from block %d on", returned, good)
+			}
+
+			s, err := Open(dir, nil)
+			if err != nil {
+				t.Fatalf("opening the store again: %v", err)
+			}
+			defer s.Close()
+			head := checkConsistent(t, s)
+			// Without Sync, the last writes before the failure may
+			// have been in the part of the log not yet written out.
+			if sync && head < uint64(returned) {
+				t.Errorf("the store opens again with head %d, below block %d whose write returned (seed %d)", head, returned, seed)
+			}
+			t.Logf("the disk failed after block %d; writes returned up to block %d; head %d when opened again", good-1, returned, head)
+		})
+	}
+}
+
+// diskFailChild writes a chain into a store whose log's disk fails after
+// the given number of blocks, and prints each block number whose write
+// returned. It should not outlive the failure.
+func diskFailChild(v string) {
+	args := strings.Split(v, ",")
+	good, _ := strconv.Atoi(args[2])
+	fs, failing := failingDisk(".log", errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
+	s, err := Open(args[0], &Options{Sync: args[1] == "true", fs: fs})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	g := synth.New(synth.Config{Seed: 5, TxsPerBlock: 2})
+	for n := range 20000 {
+		if n == good {
+			failing.Store(true)
+		}
+		if err := s.AddBlock(g.Next()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println(n)
+	}
+	fmt.Fprintln(os.Stderr, "20000 blocks written on a disk that fails")
+	os.Exit(0)
+}
