@@ -332,23 +332,37 @@ func (s *Server) Pid() int { return s.cmd.Process.Pid }
 func (s *Server) Stop() error {
 	var err error
 	s.stop.Do(func() {
-		if s.cmd != nil && s.cmd.Process != nil {
-			_ = s.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-s.done:
-			case <-time.After(30 * time.Second):
-				_ = s.cmd.Process.Kill()
-				<-s.done
-				err = errors.New("postgres did not stop within 30s and was killed")
-			}
-		}
-		if s.log != nil {
-			s.log.Close()
-		}
+		err = s.halt()
 		if rerr := os.RemoveAll(s.root); err == nil {
 			err = rerr
 		}
 	})
+	return err
+}
+
+// Halt stops the server as Stop does, but keeps its directory, so that
+// Restart can start it again: for tests of what clients do while their
+// server is down. Stop still removes the directory.
+func (s *Server) Halt() error { return s.halt() }
+
+// Restart starts a halted server again, on the port it had.
+func (s *Server) Restart(cfg Config) error { return s.startOn(cfg) }
+
+func (s *Server) halt() error {
+	var err error
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			err = errors.New("postgres did not stop within 30s and was killed")
+		}
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
 	return err
 }
 
