@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,6 +17,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/internal/answertest"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -66,24 +65,8 @@ func TestDiskFailsReads(t *testing.T) {
 	s = reopen(t, s, &Options{fs: fs}) // with an empty cache
 	ctx := t.Context()
 	h := blockrpc.NewHandler(blockrpc.NewService(s),
-		blockrpc.WithKeys(blockrpc.NewKeySet("k")),
+		blockrpc.WithKeys(blockrpc.AnyKey),
 		blockrpc.WithLogger(slog.New(slog.DiscardHandler)))
-	ask := func(number uint64) (result json.RawMessage, rpcErr *struct{ Code int }) {
-		t.Helper()
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x%x",true]}`, number)
-		req := httptest.NewRequest(http.MethodPost, "/v3/k", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		var a struct {
-			Result json.RawMessage
-			Error  *struct{ Code int }
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
-			t.Fatalf("block %d: %v in %q (HTTP %d)", number, err, rec.Body, rec.Code)
-		}
-		return a.Result, a.Error
-	}
 
 	failing.Store(true)
 	if _, err := s.BlockByNumber(ctx, 100); !errors.Is(err, errorfs.ErrInjected) {
@@ -97,18 +80,16 @@ func TestDiskFailsReads(t *testing.T) {
 	if !errors.Is(err, errorfs.ErrInjected) || lent {
 		t.Errorf("LendBlockByNumber on a failing disk: %v (lent: %v), want the disk's error", err, lent)
 	}
-	if result, rpcErr := ask(160); rpcErr == nil || rpcErr.Code != -32000 || result != nil {
-		t.Errorf("eth_getBlockByNumber on a failing disk: result %s, error %+v; want error -32000 alone", result, rpcErr)
-	}
+	answertest.BlockByNumber(t, h, 160, true).CheckBackendFailure(t, "block 160 on a failing disk")
 
 	failing.Store(false)
-	result, rpcErr := ask(160)
-	if rpcErr != nil {
-		t.Fatalf("eth_getBlockByNumber once the disk reads again: error %+v", rpcErr)
+	a := answertest.BlockByNumber(t, h, 160, true)
+	if a.Error != nil {
+		t.Fatalf("block 160 once the disk reads again: %s", a.Body)
 	}
 	var got struct{ Hash backend.Hash }
-	if err := json.Unmarshal(result, &got); err != nil || got.Hash != b.Block(160).Hash {
-		t.Errorf("eth_getBlockByNumber once the disk reads again: block %s (%v), want %s", got.Hash, err, b.Block(160).Hash)
+	if err := json.Unmarshal(a.Result, &got); err != nil || got.Hash != b.Block(160).Hash {
+		t.Errorf("block 160 once the disk reads again: %s (%v), want %s", got.Hash, err, b.Block(160).Hash)
 	}
 	backendtest.TestBackend(t, s, b.Store(), b.Head().Hash)
 }

@@ -2,13 +2,9 @@ package pgstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +13,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
+	"github.com/blockrpc/blockrpc/internal/answertest"
 	"github.com/blockrpc/blockrpc/memstore"
 )
 
@@ -108,17 +105,7 @@ func TestServerRestart(t *testing.T) {
 	failed("the writer's block 50", err)
 	failed("writing block 61", s.write(w, s.main.Block(61), true))
 
-	req := httptest.NewRequest(http.MethodPost, "/v3/key", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x14",false]}`))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	var answer struct {
-		Result json.RawMessage
-		Error  *struct{ Code int }
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || answer.Error == nil || answer.Error.Code != -32000 || answer.Result != nil {
-		t.Errorf("block 20 through the handler while the server is down: %s (HTTP %d), want error -32000 alone", rec.Body, rec.Code)
-	}
+	answertest.BlockByNumber(t, h, 20, false).CheckBackendFailure(t, "block 20 through the handler while the server is down")
 
 	if err := srv.Restart(pgtest.Config{Settings: pgtest.Fast}); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
 	"github.com/blockrpc/blockrpc/hexutil"
+	"github.com/blockrpc/blockrpc/internal/answertest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
@@ -282,25 +281,7 @@ func checkLiarReported(t *testing.T, up *upstream.Backend, field string) {
 func checkClientAnswer(t *testing.T, up *upstream.Backend, n uint64) {
 	t.Helper()
 	h := blockrpc.NewHandler(blockrpc.NewService(up), blockrpc.WithKeys(blockrpc.AnyKey), blockrpc.WithLogger(discardLogger()))
-	body := `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["` + hexutil.EncodeUint64(n) + `",true]}`
-	req := httptest.NewRequest(http.MethodPost, "/v3/client", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	var answer struct {
-		Result json.RawMessage
-		Error  *struct {
-			Code    int
-			Message string
-			Data    json.RawMessage
-		}
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil {
-		t.Fatalf("the client's answer %q: %v", rec.Body, err)
-	}
-	if answer.Result != nil || answer.Error == nil || answer.Error.Code != -32000 || answer.Error.Data != nil || answer.Error.Message != "backend failure" {
-		t.Errorf("the client's answer: %s; want error -32000 \"backend failure\" and nothing more", rec.Body)
-	}
+	answertest.BlockByNumber(t, h, n, true).CheckBackendFailure(t, "the client's answer")
 }
 
 // upEndpointName is an endpoint as the Backend names it: scheme and host.
