@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -141,6 +143,9 @@ func TestDiskFailsLog(t *testing.T) {
 					returned = n
 				}
 			}
+			if sync && !strings.Contains(stderr.String(), `level=ERROR msg="pebble: fatal commit error`) {
+				t.Errorf("the process's log does not say why it ended:\n%s", stderr.Bytes())
+			}
 			if sync && returned != good-1 {
 				t.Errorf("with Sync, writes returned up to block %d; the disk failed from block %d on", returned, good)
 			}
@@ -168,7 +173,8 @@ func diskFailChild(v string) {
 	args := strings.Split(v, ",")
 	good, _ := strconv.Atoi(args[2])
 	fs, failing := failingDisk(".log", errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
-	s, err := Open(args[0], &Options{Sync: args[1] == "true", fs: fs})
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	s, err := Open(args[0], &Options{Sync: args[1] == "true", Logger: log, fs: fs})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -186,4 +192,90 @@ func diskFailChild(v string) {
 	}
 	fmt.Fprintln(os.Stderr, "20000 blocks written on a disk that fails")
 	os.Exit(0)
+}
+
+// TestCorruptBlock damages the record of one block in a file of the store:
+// the reads of the blocks in the damaged part of the file fail with an
+// error, a backend failure to the handler, and the store goes on serving
+// every other block; the damage is logged, with the file.
+func TestCorruptBlock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := chaintest.New(chaintest.Config{Seed: 6})
+	ch.AddBlocks(300, chaintest.Txs(2))
+	for n := uint64(0); n <= 300; n++ {
+		if err := s.AddBlock(ch.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A state root is 32 random bytes, which no compression shortens:
+	// found in a file, it is within the block's record.
+	const damaged = 150
+	root := ch.Block(damaged).StateRoot
+	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	var file string
+	var at int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(data, root[:]); i >= 0 {
+			file, at = f, i
+			data[at+7] ^= 0x20
+			if err := os.WriteFile(f, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if file == "" {
+		t.Fatalf("block %d's state root is in none of the files %v", damaged, files)
+	}
+
+	var log bytes.Buffer
+	s, err = Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	h := blockrpc.NewHandler(blockrpc.NewService(s),
+		blockrpc.WithKeys(blockrpc.AnyKey),
+		blockrpc.WithLogger(slog.New(slog.DiscardHandler)))
+	answertest.BlockByNumber(t, h, damaged, true).CheckBackendFailure(t, "the damaged block")
+	var failed []uint64
+	for n := uint64(0); n <= 300; n++ {
+		b, err := s.BlockByNumber(ctx, backend.BlockNumber(n))
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			t.Errorf("block %d: %v, where a block is stored", n, err)
+		case err != nil:
+			failed = append(failed, n)
+		case b.Hash != ch.Block(n).Hash:
+			t.Errorf("block %d: %s, want %s", n, b.Hash, ch.Block(n).Hash)
+		}
+	}
+	// A block of the file holds a few records of 800 bytes.
+	if !slices.Contains(failed, damaged) || len(failed) > 8 {
+		t.Errorf("the blocks whose reads failed: %v; want block %d among a few neighbours", failed, damaged)
+	}
+	if _, err := s.BlockByNumber(ctx, backend.Latest); err != nil {
+		t.Errorf("the latest block: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), filepath.Base(file)) {
+		t.Errorf("the log does not report the damaged file %s:\n%s", filepath.Base(file), log.Bytes())
+	}
+	t.Logf("damaged block %d, at byte %d of %s: reads failed for blocks %v", damaged, at, filepath.Base(file), failed)
 }

@@ -32,12 +32,14 @@
 //
 // A read the disk fails is an error of that read, which blockrpc's
 // handler answers as a backend failure; the same read succeeds once the
-// disk does. A write of Pebble's log the disk fails ends the process, as
-// Pebble does when it cannot tell what of its log is on the disk: with
-// Options.Sync, the write in progress never returns (Pebble logs "pebble:
-// fatal commit error" and exits); without, a later write panics. Opened
-// again, the store holds a consistent chain, and with Options.Sync every
-// write that returned.
+// disk does. A part of a file found damaged (its checksum fails) makes the
+// reads of the blocks it holds fail, and is logged with the file; the
+// other blocks are served. A write of Pebble's log the disk fails ends the
+// process, as Pebble does when it cannot tell what of its log is on the
+// disk: with Options.Sync, the write in progress never returns (Pebble
+// logs "pebble: fatal commit error" and exits); without, a later write
+// panics. Opened again, the store holds a consistent chain, and with
+// Options.Sync every write that returned.
 //
 // Readers take no lock: each call reads through one Pebble iterator, a
 // point-in-time view, so that a block asked for by number or tag is the
@@ -61,7 +63,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -107,6 +112,13 @@ type Options struct {
 	// It costs a disk flush per block written, which slows an import by
 	// an order of magnitude.
 	Sync bool
+
+	// Logger receives Pebble's errors: a flush or a compaction that
+	// failed (Pebble tries again), a part of a file found damaged (the
+	// reads that need it fail, the others are served), and the error that
+	// ends the process (see the package documentation); and, at Debug
+	// level, its progress. Nil means slog.Default().
+	Logger *slog.Logger
 
 	// fs replaces the operating system's file system, for tests that
 	// make it fail.
@@ -169,6 +181,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.MemTableBytes <= 0 {
 		o.MemTableBytes = DefaultMemTableBytes
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the database holds its own reference
 	po := &pebble.Options{
@@ -177,8 +192,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 		MemTableStopWritesThreshold: 2,
 		MaxOpenFiles:                4096,
 		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      quietLogger{},
-		CompactionConcurrencyRange:  func() (int, int) { return 1, max(1, runtime.NumCPU()) },
+		Logger:                      pebbleLogger{o.Logger},
+		EventListener: &pebble.EventListener{
+			// Pebble's default, given a Logger, ends the process on a
+			// checksum that fails, a read's too: one request of one
+			// damaged block would stop the serving of the whole chain.
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				o.Logger.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details)
+			},
+		},
+		CompactionConcurrencyRange: func() (int, int) { return 1, max(1, runtime.NumCPU()) },
 	}
 	for i := range po.Levels {
 		l := &po.Levels[i]
@@ -353,15 +376,36 @@ func (s *Store) Genesis() (backend.Hash, bool) {
 	return s.st.genesis, s.st.hasGenesis
 }
 
-// quietLogger drops Pebble's informational lines and keeps its errors.
-type quietLogger struct{}
+// pebbleLogger passes Pebble's lines to a slog.Logger.
+type pebbleLogger struct{ log *slog.Logger }
 
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	pebble.DefaultLogger.Errorf(format, args...)
+func (l pebbleLogger) Infof(format string, args ...any) {
+	// Pebble reports every flush and compaction: formatted only when kept.
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug(pebbleLine(format, args))
+	}
 }
-func (quietLogger) Fatalf(format string, args ...any) {
-	pebble.DefaultLogger.Fatalf(format, args...)
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(pebbleLine(format, args))
+}
+
+// Fatalf ends the process, as Pebble requires: it calls Fatalf where it
+// cannot go on (its log failed to reach the disk), and would carry on with
+// a database it can no longer vouch for if Fatalf returned.
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error(pebbleLine(format, args))
+	os.Exit(1)
+}
+
+// pebbleLine formats a line of Pebble's, which begins "pebble: " unless it
+// names Pebble already.
+func pebbleLine(format string, args []any) string {
+	line := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(line, "pebble") {
+		line = "pebble: " + line
+	}
+	return line
 }
 
 // view is a point-in-time view of the database for one read call.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"strings"
@@ -196,7 +197,7 @@ func TestImportTwice(t *testing.T) {
 // TestNotAStore refuses a directory holding another Pebble database.
 func TestNotAStore(t *testing.T) {
 	dir := t.TempDir()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestOtherSchemaVersion(t *testing.T) {
 		s.Close()
 		setVersion := func(v []byte) {
 			t.Helper()
-			db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+			db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -185,7 +185,7 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 	var w writableStore
 	switch spec.kind {
 	case storePebble:
-		s, err := pebblestore.Open(spec.dir, nil)
+		s, err := pebblestore.Open(spec.dir, &pebblestore.Options{Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("-store %s: %w", spec.name, err)
 		}
