@@ -210,6 +210,10 @@ func (o *options) checkSource(set map[string]bool) error {
 		return errors.New("-read-only needs a PostgreSQL store (-store postgres://...): it serves a store that another server writes")
 	case o.readOnly && (o.chain != "" || o.follow != ""):
 		return errors.New("-read-only serves the store as its writer keeps it: -chain and -follow write, give them to the writer (the same -store without -read-only)")
+	case set["store-cache"] && o.store.kind == storeMemory:
+		return errors.New("-store-cache applies to a pebble: or postgres:// -store: the memory store holds the whole chain")
+	case o.storeCache < 0 && o.store.kind == storePebble:
+		return fmt.Errorf("-store-cache %d: a Pebble store needs a cache: give a size in bytes, or leave the default", o.storeCache)
 	case o.poll < 0:
 		return fmt.Errorf("-poll %v: must not be negative", o.poll)
 	case set["poll"] && !live && !o.readOnly:

@@ -185,13 +185,13 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 	var w writableStore
 	switch spec.kind {
 	case storePebble:
-		s, err := pebblestore.Open(spec.dir, &pebblestore.Options{Logger: log})
+		s, err := pebblestore.Open(spec.dir, &pebblestore.Options{CacheBytes: o.storeCache, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("-store %s: %w", spec.name, err)
 		}
 		w, src.closeStore = s, s.Close
 	case storePostgres:
-		pw, err := pgstore.OpenWriter(ctx, spec.url, &pgstore.Options{Schema: spec.schema, Logger: log})
+		pw, err := pgstore.OpenWriter(ctx, spec.url, &pgstore.Options{Schema: spec.schema, CacheBytes: o.storeCache, Logger: log})
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, errInterrupted
@@ -213,7 +213,7 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 // openReader opens a PostgreSQL store for serving only.
 func openReader(ctx context.Context, log *slog.Logger, o options, src *source) (*source, error) {
 	spec := o.store
-	r, err := pgstore.OpenReader(ctx, spec.url, &pgstore.Options{Schema: spec.schema, PollInterval: o.poll, Logger: log})
+	r, err := pgstore.OpenReader(ctx, spec.url, &pgstore.Options{Schema: spec.schema, PollInterval: o.poll, CacheBytes: o.storeCache, Logger: log})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, errInterrupted

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,17 @@ func TestStoreFlags(t *testing.T) {
 		}
 	}
 
+	for _, args := range [][]string{
+		{"-store", "pebble:db", "-store-cache", "4294967296"},
+		{"-store", "postgres://db.example/chain", "-store-cache", "-1"},
+		{"-store", "postgres://db.example/chain", "-read-only", "-store-cache", "4294967296"},
+	} {
+		o, err := parseFlags(args, io.Discard)
+		if want, _ := strconv.ParseInt(args[len(args)-1], 10, 64); err != nil || o.storeCache != want {
+			t.Errorf("%q: -store-cache %d (%v), want %d", args, o.storeCache, err, want)
+		}
+	}
+
 	pg := "postgres://blockrpc:" + secret + "@db.example/chain"
 	for _, tc := range []struct {
 		args []string
@@ -97,6 +109,8 @@ func TestStoreFlags(t *testing.T) {
 		{[]string{"-read-only", "-store", pg, "-safe", "3"}, "-safe is written into the store"},
 		{[]string{"-read-only", "-store", pg, "-chainid", "5"}, "-chainid is written into the store"},
 		{[]string{"-store", pg, "-poll", "1s"}, "-poll needs -upstream, -follow or -read-only"},
+		{[]string{"-store-cache", "1048576"}, "-store-cache applies to a pebble: or postgres:// -store"},
+		{[]string{"-store", "pebble:db", "-store-cache", "-1"}, "a Pebble store needs a cache"},
 		{[]string{"-store", pg, "-follow", "http://a.example", "-safe", "3"}, "-safe applies to a dump"},
 		// -read-only taken for a flag with a value: the flag package
 		// quotes what it did not take.
@@ -271,8 +285,8 @@ func TestStorePebble(t *testing.T) {
 		t.Errorf("the store was closed before the listeners stopped:\n%s", logs)
 	}
 
-	// Again, without -chain: served as it is.
-	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+	// Again, without -chain: served as it is, from a smaller cache.
+	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-store-cache", "8388608")
 	compareSome(t, rpcURL(srv), ref)
 	srv.stop(t)
 	if logs := srv.stderr(); !strings.Contains(logs, `msg="store: serving the chain it holds, without importing anything" store=pebble:`+dir+` head=110`) || strings.Contains(logs, "store: importing") {
@@ -442,7 +456,8 @@ func TestStorePostgres(t *testing.T) {
 	writer := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", dbURL, "-chain", dump)
 	compareSome(t, rpcURL(writer), ref)
 
-	reader := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", dbURL, "-read-only", "-poll", "50ms")
+	// Without a cache of blocks: every answer read from the database.
+	reader := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", dbURL, "-read-only", "-poll", "50ms", "-store-cache", "-1")
 	compareSome(t, rpcURL(reader), ref)
 
 	log, err = runFails(t, "-store", dbURL)
