@@ -36,9 +36,9 @@
 // reads of the blocks it holds fail, and is logged with the file; the
 // other blocks are served. A write of Pebble's log the disk fails ends the
 // process, as Pebble does when it cannot tell what of its log is on the
-// disk: with Options.Sync, the write in progress never returns (Pebble
-// logs "pebble: fatal commit error" and exits); without, a later write
-// panics. Opened again, the store holds a consistent chain, and with
+// disk: with Options.Sync, the write in progress never returns (Logger
+// gets "pebble: fatal commit error", and the process exits with status
+// 1); without, a later write panics. Opened again, the store holds a consistent chain, and with
 // Options.Sync every write that returned.
 //
 // Readers take no lock: each call reads through one Pebble iterator, a
