@@ -122,8 +122,9 @@ type Options struct {
 	// ErrWriterBusy.
 	WaitForLease bool
 
-	// Logger receives what the store does in the background (a poll or a
-	// renewal that failed). Nil discards it.
+	// Logger receives what the store does in the background: a poll or a
+	// renewal of the lease that failed, the lease taken by another writer,
+	// the tables migrated under a reader. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -149,7 +150,7 @@ func (o *Options) withDefaults() Options {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	return c
 }
