@@ -216,9 +216,10 @@ func fatalf(format string, args ...any) error {
 // Run copies the chain and follows it until ctx is done, when it returns
 // nil, or until a failure that retrying cannot mend, which it returns: the
 // endpoint serves another chain than the store holds (its chain id, or the
-// store's first block, differs), or the store refuses the chain id. Network
-// failures, answers that do not verify, failed reads of the store and its
-// refusals are logged and retried; an endpoint that announces a block it
+// store's first block, differs), or the store refuses the chain id as
+// another chain's (a backend.MismatchError). Network failures, answers
+// that do not verify, failed reads and writes of the store and its
+// refusals of blocks are logged and retried; an endpoint that announces a block it
 // does not serve, or has fallen below the store's first block, is asked
 // again at the next poll. Run must not be called again before it returns.
 func (f *Follower) Run(ctx context.Context) error {
@@ -287,8 +288,13 @@ func (f *Follower) start(ctx context.Context) error {
 	case err == nil && stored != id:
 		return fatalf("upstream: %s serves chain %d, the store holds chain %d", f.c.name, id, stored)
 	case errors.Is(err, backend.ErrNotFound):
-		if err := f.store.SetChainID(id); err != nil {
+		err := f.store.SetChainID(id)
+		var mismatch *backend.MismatchError
+		switch {
+		case errors.As(err, &mismatch):
 			return fatalf("upstream: the store refuses the chain id %d of %s: %w", id, f.c.name, err)
+		case err != nil: // the store failed, and may not another time
+			return fmt.Errorf("upstream: setting the store's chain id: %w", err)
 		}
 	case err != nil:
 		return fmt.Errorf("upstream: the store's chain id: %w", err)
@@ -362,17 +368,24 @@ func (f *Follower) step(ctx context.Context) (again bool, err error) {
 	}
 	synced := ours != nil && ours.Hash == head.Hash
 	f.noteHead(headNumber, synced, local.Number)
+	if ours == nil {
+		earliest, err := f.earliestNumber(ctx)
+		if err != nil {
+			return false, err
+		}
+		if headNumber < earliest {
+			// The endpoint is below the store's first block (restarted,
+			// or syncing again): nothing of its chain can be compared
+			// with the store's before it is back above.
+			return false, nil
+		}
+	}
 	switch {
 	case synced:
 		// The store holds the endpoint's head (or the endpoint lags
 		// behind the store on the same chain): only the tags move.
 		f.updateTags(ctx, head, local)
 		f.noteHeight(ctx, 0)
-		return false, nil
-	case ours == nil && headNumber < f.earliestNumber(ctx):
-		// The endpoint is below the store's first block (restarted, or
-		// syncing again): nothing of its chain can be compared with the
-		// store's before it is back above.
 		return false, nil
 	case headNumber <= local.Number:
 		// The endpoint's head is on another branch than the store's.
@@ -532,8 +545,14 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 		if ours != nil && ours.Hash == cur.ParentHash {
 			break // the common ancestor
 		}
-		if ours == nil && n < f.earliestNumber(ctx) {
-			return fatalf("upstream: %s forks from the store's chain below its first block", f.c.name)
+		if ours == nil {
+			earliest, err := f.earliestNumber(ctx)
+			if err != nil {
+				return err
+			}
+			if n < earliest {
+				return fatalf("upstream: %s forks from the store's chain below its first block", f.c.name)
+			}
 		}
 		// A block the store holds off the canonical chain (the branch
 		// was seen before) need not be fetched: AddBlock makes it
@@ -767,13 +786,19 @@ func (f *Follower) canonical(ctx context.Context, n uint64) (*backend.Block, err
 	return b, nil
 }
 
-// earliestNumber returns the number of the store's first canonical block
-// (0 when it cannot tell).
-func (f *Follower) earliestNumber(ctx context.Context) uint64 {
-	if b, err := f.store.BlockByNumber(ctx, backend.Earliest); err == nil {
-		return b.Number
+// earliestNumber returns the number of the store's first canonical block,
+// 0 when it holds none. A read that failed is an error: taken for 0, it
+// would make a node below the store's first block look like a fork of its
+// chain, which is fatal.
+func (f *Follower) earliestNumber(ctx context.Context) (uint64, error) {
+	b, err := f.store.BlockByNumber(ctx, backend.Earliest)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("the store's first block: %w", err)
 	}
-	return 0
+	return b.Number, nil
 }
 
 // retry runs op, with the request timeout, until it succeeds or ctx is

@@ -58,9 +58,12 @@ func TestFollowNodeBelowStore(t *testing.T) {
 	b.AddBlocks(20, chaintest.Txs(1))
 	full := b.Store()
 	node := newFakeNode(t, full)
-	dst := memstore.New()
+	dst := &failingStore{Store: memstore.New()}
 	f := startFollower(t, dst, node, upstream.FollowConfig{From: 10})
 	waitSynced(t, f, dst, full)
+	// Reads of the store's first block that fail meanwhile are retried:
+	// they tell nothing of where the node's chain is.
+	dst.earliestReads.Store(3)
 
 	early := memstore.New()
 	for n := range uint64(6) {
@@ -82,30 +85,52 @@ func TestFollowNodeBelowStore(t *testing.T) {
 	}
 }
 
-// failingStore fails its first reads of the chain id, as a database does
-// that is restarting.
+// failingStore fails the first calls of some of its methods, as a
+// database does that is restarting: reads of the chain id, writes of it,
+// reads of the first block.
 type failingStore struct {
 	*memstore.Store
-	failures atomic.Int32
+	chainIDReads, chainIDWrites, earliestReads atomic.Int32
 }
 
+var errReset = errors.New("the connection was reset")
+
 func (s *failingStore) ChainID(ctx context.Context) (uint64, error) {
-	if s.failures.Add(-1) >= 0 {
-		return 0, errors.New("the connection was reset")
+	if s.chainIDReads.Add(-1) >= 0 {
+		return 0, errReset
 	}
 	return s.Store.ChainID(ctx)
 }
 
-// TestFollowStoreFailsAtStart fails the store's first reads as the
-// follower starts: it retries them, and copies the chain.
+func (s *failingStore) SetChainID(id uint64) error {
+	if s.chainIDWrites.Add(-1) >= 0 {
+		return errReset
+	}
+	return s.Store.SetChainID(id)
+}
+
+func (s *failingStore) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	if n == backend.Earliest && s.earliestReads.Add(-1) >= 0 {
+		return nil, errReset
+	}
+	return s.Store.BlockByNumber(ctx, n)
+}
+
+// TestFollowStoreFailsAtStart fails the store's first reads of the chain
+// id as the follower starts, and its first write of it: the follower
+// retries them, and copies the chain.
 func TestFollowStoreFailsAtStart(t *testing.T) {
 	b := chaintest.New(allForks)
 	b.AddBlocks(10, chaintest.Txs(1))
 	dst := &failingStore{Store: memstore.New()}
-	dst.failures.Store(2)
+	dst.chainIDReads.Store(2)
+	dst.chainIDWrites.Store(1)
 	f := startFollower(t, dst, newFakeNode(t, b.Store()), upstream.FollowConfig{})
 	waitSynced(t, f, dst, b.Store())
-	if got := f.logs.find("following failed"); len(got) != 2 {
-		t.Errorf("%d failures logged, want the store's 2", len(got))
+	if got := f.logs.find("following failed"); len(got) != 3 {
+		t.Errorf("%d failures logged, want the store's 3", len(got))
+	}
+	if err := f.stop(); err != nil {
+		t.Errorf("Run: %v, want it to have retried the store", err)
 	}
 }
