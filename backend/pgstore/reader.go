@@ -58,6 +58,10 @@ type headState struct {
 	chainIDBound   bool
 	pendingVersion int64
 	pending        *backend.Block
+	// pendingErr and chainIDErr, when not nil, are why the pending block
+	// or the chain id could not be read: the errors of those reads alone,
+	// so that a damaged row stops nothing else.
+	pendingErr, chainIDErr error
 	// migrated, when not nil, is the error of every read from then on:
 	// the tables are at another version than the Reader's schema.
 	migrated error
@@ -211,19 +215,20 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	if chainID != nil {
 		v, err := strconv.ParseUint(*chainID, 10, 64)
 		if err != nil {
-			return fmt.Errorf("pgstore: the head row's chain id: %w", err)
+			st.chainIDErr = fmt.Errorf("pgstore: the head row's chain id: %w", err)
 		}
-		st.chainID, st.chainIDKnown = v, true
+		st.chainID, st.chainIDKnown = v, err == nil
 	}
 	switch {
 	case st.pendingVersion == old.pendingVersion:
-		st.pending = old.pending
+		st.pending, st.pendingErr = old.pending, old.pendingErr
 	case pendingBody != nil:
-		p, err := decodePending(pendingTD, pendingBody)
-		if err != nil {
-			return err
+		st.pending, st.pendingErr = decodePending(pendingTD, pendingBody)
+	}
+	for _, err := range []error{st.chainIDErr, st.pendingErr} {
+		if err != nil && st.version != old.version {
+			r.opts.Logger.Error("pgstore: a damaged value of the head row: its reads fail, the others are served", "err", err)
 		}
-		st.pending = p
 	}
 	if st.reorgVersion != old.reorgVersion {
 		r.cache.resetHints(st.reorgVersion)
@@ -247,10 +252,10 @@ func (r *Reader) refreshPast(ctx context.Context, version int64) error {
 func decodePending(td, body []byte) (*backend.Block, error) {
 	b, err := decodeBlock(body)
 	if err != nil {
-		return nil, fmt.Errorf("the pending block: %w", err)
+		return nil, fmt.Errorf("pgstore: the pending block: %w", err)
 	}
 	if b.TotalDifficulty, err = decodeTD(td); err != nil {
-		return nil, fmt.Errorf("the pending block: %w", err)
+		return nil, fmt.Errorf("pgstore: the pending block: %w", err)
 	}
 	b.Pending = true
 	return b, nil
@@ -276,7 +281,10 @@ func (r *Reader) ChainID(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !st.chainIDKnown {
+	switch {
+	case st.chainIDErr != nil:
+		return 0, st.chainIDErr
+	case !st.chainIDKnown:
 		return 0, backend.ErrNotFound
 	}
 	return st.chainID, nil
@@ -294,7 +302,10 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 	var n uint64
 	switch number {
 	case backend.Pending:
-		if st.pending == nil {
+		switch {
+		case st.pendingErr != nil:
+			return nil, st.pendingErr
+		case st.pending == nil:
 			return nil, backend.ErrNotFound
 		}
 		return st.pending, nil

@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +156,120 @@ func TestReaderCorruptHash(t *testing.T) {
 	}
 	if b, err := r.BlockByNumber(ctx, 4); err != nil || b.Hash != s.main.Block(4).Hash {
 		t.Errorf("block 4: %v", err)
+	}
+}
+
+// TestDamagedHeadValues damages the pending block, and then the chain id,
+// of the head row, as a hand-made change could. A read of the damaged
+// value is an error, logged once; the polls go on, so that the latest
+// block and the tags move with the writer's writes, and readers open. A
+// writer opened on a damaged chain id writes nothing, rather than write it
+// back lost, until it is set right in the database.
+func TestDamagedHeadValues(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	s.addMain(t, w, 40)
+	pending := s.main.Block(41).Copy()
+	pending.Pending = true
+	if err := w.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuffer
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	conn := pgtest.Connect(t, url)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.SetPending(pending); err != nil { // a pending block the reader has not read
+		t.Fatal(err)
+	}
+	exec(`UPDATE ` + pgx.Identifier{schema, "pending"}.Sanitize() + ` SET body = '\x00'::bytea`)
+	for n := uint64(41); n <= 45; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.SetSafe(44); err != nil {
+		t.Fatal(err)
+	}
+	check := func(who string, b backend.Backend) {
+		t.Helper()
+		if _, err := b.BlockByNumber(ctx, backend.Pending); err == nil || errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("%s: the damaged pending block: %v, want an error", who, err)
+		}
+		for tag, want := range map[backend.BlockNumber]uint64{backend.Latest: 45, backend.Safe: 44} {
+			if b, err := b.BlockByNumber(ctx, tag); err != nil || b.Hash != s.main.Block(want).Hash {
+				t.Errorf("%s: %s is %v (%v), want block %d", who, tag, b, err, want)
+			}
+		}
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatalf("a poll of a head row whose pending block is damaged: %v", err)
+	}
+	check("a reader polling", r)
+	r2, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a reader opened on a damaged pending block: %v", err)
+	}
+	defer r2.Close()
+	check("a reader opened after", r2)
+	if got := strings.Count(log.String(), "level=ERROR"); got != 1 {
+		t.Errorf("%d errors logged, want one:\n%s", got, log.String())
+	}
+	// Written again, it is served again.
+	if err := w.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := r.BlockByNumber(ctx, backend.Pending); err != nil || b.Hash != pending.Hash {
+		t.Errorf("the pending block written again: %v", err)
+	}
+
+	// The chain id, negative.
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	head := pgx.Identifier{schema, "head"}.Sanitize()
+	exec(`UPDATE ` + head + ` SET chain_id = -1`)
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatalf("a poll of a head row whose chain id is damaged: %v", err)
+	}
+	if _, err := r.ChainID(ctx); err == nil || errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the damaged chain id: %v, want an error", err)
+	}
+	if b, err := r.BlockByNumber(ctx, backend.Latest); err != nil || b.Number != 45 {
+		t.Errorf("latest, with the chain id damaged: %v (%v)", b, err)
+	}
+	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a writer opened on a damaged chain id: %v", err)
+	}
+	defer w2.Close()
+	if err := s.write(w2, s.main.Block(46), true); err == nil || !strings.Contains(err.Error(), "set right in the database") {
+		t.Errorf("a write on a damaged chain id: %v, want it refused until the chain id is set right", err)
+	}
+	chainID, err := s.store.ChainID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(`UPDATE `+head+` SET chain_id = $1`, int64(chainID))
+	if err := s.write(w2, s.main.Block(46), true); err != nil {
+		t.Fatalf("a write once the chain id is set right: %v", err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := r.ChainID(ctx); err != nil || id != chainID {
+		t.Errorf("the chain id set right: %d (%v)", id, err)
 	}
 }

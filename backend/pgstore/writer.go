@@ -293,7 +293,7 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		if err := w.fence(ctx, tx); err != nil {
 			return err
 		}
-		if w.unsure {
+		if w.unsure || w.head.Load().chainIDErr != nil {
 			// The lease's row lock, which fence holds, orders this read
 			// after the last write's commit, if there was one.
 			if err := w.Reader.Refresh(ctx); err != nil {
@@ -302,6 +302,10 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 			w.unsure = false
 		}
 		old = w.head.Load()
+		if old.chainIDErr != nil {
+			// Written back, the head row would lose it.
+			return &blockErr{fmt.Errorf("%w: no write until it is set right in the database", old.chainIDErr)}
+		}
 		st = *old
 		st.version++ // what the canonical rows written now are marked with
 		t := &txn{Tx: tx}
@@ -806,7 +810,7 @@ func (w *Writer) SetPending(block *backend.Block) error {
 	if block == nil {
 		return w.write(func(ctx context.Context, t *txn, st *headState) error {
 			t.queue(`DELETE FROM pending WHERE id = 1`)
-			st.pending = nil
+			st.pending, st.pendingErr = nil, nil
 			st.pendingVersion++
 			return nil
 		})
@@ -833,7 +837,7 @@ func (w *Writer) SetPending(block *backend.Block) error {
 		}
 		t.queue(`INSERT INTO pending (id, td, body) VALUES (1, $1, $2)
 			ON CONFLICT (id) DO UPDATE SET td = excluded.td, body = excluded.body`, encodeTD(b.TotalDifficulty), encodeBlock(nil, b, nil))
-		st.pending = b
+		st.pending, st.pendingErr = b, nil
 		st.pendingVersion++
 		return nil
 	})
