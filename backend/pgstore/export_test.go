@@ -28,7 +28,7 @@ func CommitLost(w *Writer, write func() error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.head.Store(old)
-	w.unsure = true
+	w.unsure.Store(true)
 	return nil
 }
 

@@ -36,7 +36,12 @@ type Reader struct {
 
 	// polls is set while the head row is polled: a Reader's, and a
 	// Writer's once its lease was taken (until then it knows the row).
-	polls  atomic.Bool
+	polls atomic.Bool
+	// unsure is set on a Writer whose last write failed where it may
+	// have committed (a connection lost during its COMMIT): its next
+	// write reads the head row again before it writes, and until then
+	// its reads take a row newer than head as a polling Reader's do.
+	unsure atomic.Bool
 	pollMu sync.Mutex // one poll at a time
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -355,7 +360,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	err := r.pool.QueryRow(ctx, `SELECT c.hash, c.version, b.td, b.body
 		FROM canonical c JOIN blocks b ON b.hash = c.hash
 		WHERE c.number = $1`, int64(n)).Scan(&hash, &version, &td, &body)
-	if errors.Is(err, pgx.ErrNoRows) && retry && r.polls.Load() && st.hasCanonical && n >= st.earliest && n <= st.latest {
+	if errors.Is(err, pgx.ErrNoRows) && retry && r.readsHeadRow() && st.hasCanonical && n >= st.earliest && n <= st.latest {
 		// The chain was shortened since the last poll.
 		if err := r.refreshPast(ctx, st.version); err != nil {
 			return nil, err
@@ -371,7 +376,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	// second: it is served, once, but not noted as the canonical block at
 	// n under the second poll's reorganisation counter.
 	fromPoll := true
-	if r.polls.Load() && version > st.version {
+	if r.readsHeadRow() && version > st.version {
 		if err := r.refreshPast(ctx, version-1); err != nil {
 			return nil, err
 		}
@@ -390,6 +395,10 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	}
 	return b, nil
 }
+
+// readsHeadRow reports whether the head row may be newer than head: a
+// polling Reader's, an unsure Writer's.
+func (r *Reader) readsHeadRow() bool { return r.polls.Load() || r.unsure.Load() }
 
 // BlockByHash implements backend.Backend.
 func (r *Reader) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {

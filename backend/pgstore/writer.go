@@ -30,12 +30,8 @@ type Writer struct {
 	owner  string // this writer's name in the lease row
 	server server
 
-	closed atomic.Bool // set by the first Close
-	mu     sync.Mutex  // one write at a time
-	// unsure tells that the last write failed where it may have
-	// committed (a connection lost during its COMMIT): the next one
-	// reads the head row again before it writes.
-	unsure    bool
+	closed    atomic.Bool // set by the first Close
+	mu        sync.Mutex  // one write at a time
 	lost      atomic.Bool
 	leaseGone chan struct{}  // closed when lost is set
 	polling   sync.Once      // started once the lease is lost (or never, once closed)
@@ -293,13 +289,13 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		if err := w.fence(ctx, tx); err != nil {
 			return err
 		}
-		if w.unsure || w.head.Load().chainIDErr != nil {
+		if w.unsure.Load() || w.head.Load().chainIDErr != nil {
 			// The lease's row lock, which fence holds, orders this read
 			// after the last write's commit, if there was one.
 			if err := w.Reader.Refresh(ctx); err != nil {
 				return err
 			}
-			w.unsure = false
+			w.unsure.Store(false)
 		}
 		old = w.head.Load()
 		if old.chainIDErr != nil {
@@ -329,7 +325,7 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		if errors.As(err, &be) || errors.Is(err, ErrLeaseLost) {
 			return err
 		}
-		w.unsure = true
+		w.unsure.Store(true)
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	if st.reorgVersion != old.reorgVersion {

@@ -51,6 +51,21 @@ func TestWriterUnsureCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(61, 90, s.long)
+	// The writer, which serves too: a block it finds newer than what it
+	// knows makes it read the head row, so that it never serves a block by
+	// number past its latest, nor a block of the branch replaced.
+	if b, err := w.BlockByNumber(ctx, 90); err != nil || b.Hash != s.long.Block(90).Hash {
+		t.Errorf("the writer's block 90: %v, want the long branch's", err)
+	}
+	for _, n := range []backend.BlockNumber{backend.Latest, 70} {
+		want := s.long.Block(90)
+		if n == 70 {
+			want = s.long.Block(70)
+		}
+		if b, err := w.BlockByNumber(ctx, n); err != nil || b.Hash != want.Hash {
+			t.Errorf("the writer's block %s: %v, want the long branch's %d", n, err, want.Number)
+		}
+	}
 
 	// And back to the main branch.
 	if err := s.write(w, s.main.Block(80), true); err != nil {
