@@ -30,17 +30,6 @@
 // up to the last whole batch. An import or a follower started again writes
 // them again. Options.Sync syncs every commit, and loses none.
 //
-// A read the disk fails is an error of that read, which blockrpc's
-// handler answers as a backend failure; the same read succeeds once the
-// disk does. A part of a file found damaged (its checksum fails) makes the
-// reads of the blocks it holds fail, and is logged with the file; the
-// other blocks are served. A write of Pebble's log the disk fails ends the
-// process, as Pebble does when it cannot tell what of its log is on the
-// disk: with Options.Sync, the write in progress never returns (Logger
-// gets "pebble: fatal commit error", and the process exits with status
-// 1); without, a later write panics. Opened again, the store holds a consistent chain, and with
-// Options.Sync every write that returned.
-//
 // Readers take no lock: each call reads through one Pebble iterator, a
 // point-in-time view, so that a block asked for by number or tag is the
 // one that was canonical at one instant, and a reorganisation is seen
@@ -56,6 +45,26 @@
 // genesis, and another block 0 is refused with ErrOtherChain, so a dump of
 // another chain fails on its first line. Blocks whose transactions are
 // signed for another chain id are refused as memstore refuses them.
+//
+// # A failing disk
+//
+//   - A read the disk fails is an error of that read, which blockrpc's
+//     handler answers as a backend failure; the same read succeeds once
+//     the disk does.
+//   - A part of a file found damaged (its checksum fails) makes the reads
+//     of the blocks it holds fail, and is logged with the file; the other
+//     blocks are served.
+//   - A disk that refuses Pebble's tables (a full one) fails its flushes,
+//     which Pebble tries again until one succeeds. Meanwhile writes are
+//     refused with an error: once Pebble's memory tables were full, a
+//     write would wait in it for good. The failures are logged once every
+//     10 seconds.
+//   - A write of Pebble's log the disk fails ends the process, as Pebble
+//     does when it cannot tell what of its log is on the disk: with
+//     Options.Sync the write in progress never returns (Logger gets
+//     "pebble: fatal commit error", and the process exits with status 1);
+//     without, a later write panics. Opened again, the store holds a
+//     consistent chain, and with Options.Sync every write that returned.
 package pebblestore
 
 import (
@@ -64,10 +73,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
-	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
@@ -146,10 +154,15 @@ type Store struct {
 	cache     interface{ Unref() }
 	writeOpts *pebble.WriteOptions
 
+	disk *diskState
+
 	// closing guards db against Close: readers and writers hold it for
-	// reading.
-	closing sync.RWMutex
-	closed  bool
+	// reading. closeStarted is set as Close begins, so that the calls
+	// made after it fail at once, rather than wait behind it for the
+	// calls in progress (a write may wait for good on a failing disk).
+	closing      sync.RWMutex
+	closed       bool
+	closeStarted atomic.Bool
 
 	// wmu serialises writers; st is the state they keep, which mirrors
 	// the committed database.
@@ -184,6 +197,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	disk := &diskState{log: o.Logger}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the database holds its own reference
 	po := &pebble.Options{
@@ -193,15 +207,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		MaxOpenFiles:                4096,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      pebbleLogger{o.Logger},
-		EventListener: &pebble.EventListener{
-			// Pebble's default, given a Logger, ends the process on a
-			// checksum that fails, a read's too: one request of one
-			// damaged block would stop the serving of the whole chain.
-			DataCorruption: func(info pebble.DataCorruptionInfo) {
-				o.Logger.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details)
-			},
-		},
-		CompactionConcurrencyRange: func() (int, int) { return 1, max(1, runtime.NumCPU()) },
+		EventListener:               disk.listener(),
+		CompactionConcurrencyRange:  func() (int, int) { return 1, max(1, runtime.NumCPU()) },
 	}
 	for i := range po.Levels {
 		l := &po.Levels[i]
@@ -222,7 +229,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, db: db, writeOpts: pebble.NoSync}
+	s := &Store{dir: dir, db: db, disk: disk, writeOpts: pebble.NoSync}
 	cache.Ref()
 	s.cache = cache
 	if o.Sync {
@@ -351,9 +358,10 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	return v, true, closer.Close()
 }
 
-// Close closes the store, waiting for the calls in progress; the methods
-// of a closed store return ErrClosed.
+// Close closes the store, waiting for the calls in progress; the calls
+// made once Close has begun, and after, return ErrClosed.
 func (s *Store) Close() error {
+	s.closeStarted.Store(true)
 	s.closing.Lock()
 	defer s.closing.Unlock()
 	if s.closed {
@@ -376,38 +384,6 @@ func (s *Store) Genesis() (backend.Hash, bool) {
 	return s.st.genesis, s.st.hasGenesis
 }
 
-// pebbleLogger passes Pebble's lines to a slog.Logger.
-type pebbleLogger struct{ log *slog.Logger }
-
-func (l pebbleLogger) Infof(format string, args ...any) {
-	// Pebble reports every flush and compaction: formatted only when kept.
-	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug(pebbleLine(format, args))
-	}
-}
-
-func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error(pebbleLine(format, args))
-}
-
-// Fatalf ends the process, as Pebble requires: it calls Fatalf where it
-// cannot go on (its log failed to reach the disk), and would carry on with
-// a database it can no longer vouch for if Fatalf returned.
-func (l pebbleLogger) Fatalf(format string, args ...any) {
-	l.log.Error(pebbleLine(format, args))
-	os.Exit(1)
-}
-
-// pebbleLine formats a line of Pebble's, which begins "pebble: " unless it
-// names Pebble already.
-func pebbleLine(format string, args []any) string {
-	line := fmt.Sprintf(format, args...)
-	if !strings.HasPrefix(line, "pebble") {
-		line = "pebble: " + line
-	}
-	return line
-}
-
 // view is a point-in-time view of the database for one read call.
 type view struct {
 	it *pebble.Iterator
@@ -418,6 +394,9 @@ type view struct {
 func (s *Store) read(ctx context.Context, f func(v *view) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if s.closeStarted.Load() {
+		return ErrClosed
 	}
 	s.closing.RLock()
 	defer s.closing.RUnlock()

@@ -103,6 +103,12 @@ var maxBatchBytes = 3 << 30
 // write runs f under the writer lock and commits what it wrote, unless it
 // fails: then nothing of it is stored.
 func (s *Store) write(f func(w *write) error) error {
+	if s.closeStarted.Load() {
+		return ErrClosed
+	}
+	if err := s.disk.refusal(); err != nil {
+		return err
+	}
 	s.closing.RLock()
 	defer s.closing.RUnlock()
 	if s.closed {

@@ -1,0 +1,118 @@
+package pebblestore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// diskState is what the store learns from Pebble of a disk that fails
+// it, and how it tells the operator.
+type diskState struct {
+	log *slog.Logger
+
+	// flushErr is why Pebble's last flush of a memory table failed, nil
+	// once one has succeeded since.
+	flushErr atomic.Pointer[error]
+
+	// Pebble tries a failed flush or compaction again at once, as often
+	// as it fails, thousands of times a second: its errors are logged
+	// once every backgroundLogEvery, with the count of those left out.
+	mu        sync.Mutex
+	loggedAt  time.Time
+	unlogged  int
+	lastError error
+}
+
+const backgroundLogEvery = 10 * time.Second
+
+// flushedNothing is the error of a flush that succeeded without a table
+// to write (its keys all deleted), which Pebble does not export.
+const flushedNothing = "pebble: empty table"
+
+// listener is the store's handler of Pebble's events.
+func (d *diskState) listener() *pebble.EventListener {
+	return &pebble.EventListener{
+		FlushEnd: func(info pebble.FlushInfo) {
+			if info.Err != nil && info.Err.Error() != flushedNothing {
+				d.flushErr.Store(&info.Err)
+			} else if d.flushErr.Swap(nil) != nil {
+				d.log.Info("pebblestore: a flush succeeded: writes are taken again")
+			}
+		},
+		BackgroundError: d.backgroundError,
+		// Pebble's default, given a Logger, ends the process on a
+		// checksum that fails, a read's too: one request of one damaged
+		// block would stop the serving of the whole chain.
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			d.log.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details)
+		},
+	}
+}
+
+func (d *diskState) backgroundError(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if now.Sub(d.loggedAt) < backgroundLogEvery {
+		d.unlogged++
+		d.lastError = err
+		return
+	}
+	attrs := []any{"err", err}
+	if d.unlogged > 0 {
+		attrs = append(attrs, "since_last_line", d.unlogged, "last_err", d.lastError)
+	}
+	d.log.Error("pebblestore: Pebble failed to write or compact its files, and tries again", attrs...)
+	d.loggedAt, d.unlogged, d.lastError = now, 0, nil
+}
+
+// refusal is the error of a write while flushes fail: the write itself
+// would go through, but once Pebble's memory tables are full it would wait
+// for good, in the middle of a call that takes no context. Refused, the
+// write can be made again once a flush has succeeded.
+func (d *diskState) refusal() error {
+	if p := d.flushErr.Load(); p != nil {
+		return fmt.Errorf("pebblestore: writes are refused until Pebble can write its files again: its last flush failed: %w", *p)
+	}
+	return nil
+}
+
+// pebbleLogger passes Pebble's lines to a slog.Logger.
+type pebbleLogger struct{ log *slog.Logger }
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	// Pebble reports every flush and compaction: formatted only when kept.
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug(pebbleLine(format, args))
+	}
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(pebbleLine(format, args))
+}
+
+// Fatalf ends the process, as Pebble requires: it calls Fatalf where it
+// cannot go on (its log failed to reach the disk), and would carry on with
+// a database it can no longer vouch for if Fatalf returned.
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.log.Error(pebbleLine(format, args))
+	os.Exit(1)
+}
+
+// pebbleLine formats a line of Pebble's, which begins "pebble: " unless it
+// names Pebble already.
+func pebbleLine(format string, args []any) string {
+	line := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(line, "pebble") {
+		line = "pebble: " + line
+	}
+	return line
+}
