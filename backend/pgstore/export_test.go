@@ -14,6 +14,16 @@ func Copied(im *Importer) int { return im.copied }
 // left.
 func HeadVersion(r *Reader) int64 { return r.head.Load().version }
 
+// PolledAhead makes r's last poll one of a server ahead of the one it
+// reads (the next head version, its latest block the one given), as when
+// one address leads to several standbys and the one polled is further on.
+func PolledAhead(r *Reader, latest uint64, latestHash [32]byte) {
+	st := *r.head.Load()
+	st.version++
+	st.latest, st.latestHash = latest, latestHash
+	r.head.Store(&st)
+}
+
 // MaxConns returns the size of r's connection pool.
 func MaxConns(r *Reader) int32 { return r.pool.Config().MaxConns }
 

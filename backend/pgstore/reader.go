@@ -318,7 +318,12 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 		if !st.hasCanonical {
 			return nil, backend.ErrNotFound
 		}
-		return r.BlockByHash(ctx, st.latestHash)
+		b, err := r.BlockByHash(ctx, st.latestHash)
+		if errors.Is(err, backend.ErrNotFound) {
+			// Blocks are never deleted: the server read is behind.
+			return nil, fmt.Errorf("pgstore: the latest block %s has no row: the server read is behind the head row polled (a standby further behind), or rows were deleted", st.latestHash)
+		}
+		return b, err
 	case backend.Earliest:
 		if !st.hasCanonical {
 			return nil, backend.ErrNotFound
@@ -346,29 +351,42 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 	if b, ok := r.cache.block(n); ok {
 		return b, nil
 	}
-	return r.canonical(ctx, n, st, true)
+	return r.canonical(ctx, n, st)
 }
 
-// canonical reads the canonical block at n, its hash and the block in one
-// statement: all of it as it was at one instant. A block written after the
-// last poll, or a number that no longer has one, makes a Reader poll
-// first, so that what it serves by number never goes back to a chain it
-// has seen replaced.
-func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry bool) (*backend.Block, error) {
+// canonical reads the canonical block at n, its hash, the block and the
+// head row in one statement: all of it as it was at one instant, so that a
+// number the chain does not reach is told from a row missing. A block
+// written after the last poll, or a number that no longer has one, makes a
+// Reader poll, so that what it serves by number never goes back to a chain
+// it has seen replaced.
+func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backend.Block, error) {
 	var hash, td, body []byte
-	var version int64
-	err := r.pool.QueryRow(ctx, `SELECT c.hash, c.version, b.td, b.body
-		FROM canonical c JOIN blocks b ON b.hash = c.hash
-		WHERE c.number = $1`, int64(n)).Scan(&hash, &version, &td, &body)
-	if errors.Is(err, pgx.ErrNoRows) && retry && r.readsHeadRow() && st.hasCanonical && n >= st.earliest && n <= st.latest {
-		// The chain was shortened since the last poll.
-		if err := r.refreshPast(ctx, st.version); err != nil {
-			return nil, err
-		}
-		return r.canonical(ctx, n, r.head.Load(), false)
-	}
-	if err != nil {
+	var version, earliest, latest pgtype.Int8
+	var headVersion int64
+	err := r.pool.QueryRow(ctx, `SELECT h.version, h.earliest, h.latest, c.hash, c.version, b.td, b.body
+		FROM head h LEFT JOIN canonical c ON c.number = $1 LEFT JOIN blocks b ON b.hash = c.hash
+		WHERE h.id = 1`, int64(n)).Scan(&headVersion, &earliest, &latest, &hash, &version, &td, &body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && !st.hasCanonical:
+		return nil, backend.ErrNotFound // an empty store
+	case errors.Is(err, pgx.ErrNoRows), err == nil && hash == nil && headVersion < st.version:
+		// A server behind the head row read: a standby further behind
+		// than the one polled, where one address leads to several.
+		return nil, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
+	case err != nil:
 		return nil, readError(ctx, err)
+	case hash != nil && body == nil,
+		hash == nil && latest.Valid && int64(n) >= earliest.Int64 && int64(n) <= latest.Int64:
+		return nil, fmt.Errorf("pgstore: block %d has no row, where the head row says the chain holds blocks %d to %d: rows deleted", n, earliest.Int64, latest.Int64)
+	case hash == nil:
+		if r.readsHeadRow() && headVersion > st.version {
+			// The chain was shortened since the last poll.
+			if err := r.refreshPast(ctx, st.version); err != nil {
+				return nil, err
+			}
+		}
+		return nil, backend.ErrNotFound
 	}
 	// A row newer than the last poll makes the Reader poll, so that what
 	// it serves next is at least as new. The row is then of a state
@@ -376,8 +394,8 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState, retry b
 	// second: it is served, once, but not noted as the canonical block at
 	// n under the second poll's reorganisation counter.
 	fromPoll := true
-	if r.readsHeadRow() && version > st.version {
-		if err := r.refreshPast(ctx, version-1); err != nil {
+	if r.readsHeadRow() && version.Int64 > st.version {
+		if err := r.refreshPast(ctx, version.Int64-1); err != nil {
 			return nil, err
 		}
 		fromPoll = false

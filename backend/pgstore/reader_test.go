@@ -273,3 +273,62 @@ func TestDamagedHeadValues(t *testing.T) {
 		t.Errorf("the chain id set right: %d (%v)", id, err)
 	}
 }
+
+// TestReaderMissingRow deletes rows of blocks that the head row says are
+// stored, as a hand-made deletion would, and has a reader read a server
+// behind the one it polled (a standby behind another, where one address
+// leads to several): a read of a block the head row says is stored is an
+// error, never a block said not to exist, which a client would be told as
+// null.
+func TestReaderMissingRow(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, &pgstore.Options{CacheBytes: -1})
+	s.addMain(t, w, 40)
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	conn := pgtest.Connect(t, url)
+	if _, err := conn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "canonical"}.Sanitize()+` WHERE number IN (30, 40)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "blocks"}.Sanitize()+` WHERE hash = $1`, s.main.Block(40).Hash[:]); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []struct {
+		name string
+		backend.Backend
+	}{{"the reader", r}, {"the writer", w}} {
+		for _, n := range []backend.BlockNumber{30, backend.Latest} {
+			if _, err := b.BlockByNumber(ctx, n); err == nil || errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("%s's block %s, its row deleted: %v, want an error", b.name, n, err)
+			}
+		}
+		if blk, err := b.BlockByNumber(ctx, 31); err != nil || blk.Hash != s.main.Block(31).Hash {
+			t.Errorf("%s's block 31: %v", b.name, err)
+		}
+		if _, err := b.BlockByNumber(ctx, 41); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("%s's block 41, past the latest: %v, want ErrNotFound", b.name, err)
+		}
+	}
+
+	// A reader whose last poll was of a server further on than the one
+	// it reads, a standby behind another: the blocks it has not got yet
+	// are errors too, not null.
+	r2, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, CacheBytes: -1, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	pgstore.PolledAhead(r2, 45, s.main.Block(45).Hash)
+	for _, n := range []backend.BlockNumber{43, backend.Latest} {
+		if _, err := r2.BlockByNumber(ctx, n); err == nil || errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %s, on a server behind the one polled: %v, want an error", n, err)
+		}
+	}
+	if b, err := r2.BlockByNumber(ctx, 20); err != nil || b.Hash != s.main.Block(20).Hash {
+		t.Errorf("block 20, on a server behind the one polled: %v", err)
+	}
+}
