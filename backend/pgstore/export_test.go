@@ -15,12 +15,16 @@ func Copied(im *Importer) int { return im.copied }
 func HeadVersion(r *Reader) int64 { return r.head.Load().version }
 
 // PolledAhead makes r's last poll one of a server ahead of the one it
-// reads (the next head version, its latest block the one given), as when
-// one address leads to several standbys and the one polled is further on.
-func PolledAhead(r *Reader, latest uint64, latestHash [32]byte) {
+// reads (the next head version, its latest block the one given, after a
+// reorganisation when reorged), as when one address leads to several
+// standbys and the one polled is further on.
+func PolledAhead(r *Reader, latest uint64, latestHash [32]byte, reorged bool) {
 	st := *r.head.Load()
 	st.version++
 	st.latest, st.latestHash = latest, latestHash
+	if reorged {
+		st.reorgVersion++
+	}
 	r.head.Store(&st)
 }
 

@@ -363,16 +363,19 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backend.Block, error) {
 	var hash, td, body []byte
 	var version, earliest, latest pgtype.Int8
-	var headVersion int64
-	err := r.pool.QueryRow(ctx, `SELECT h.version, h.earliest, h.latest, c.hash, c.version, b.td, b.body
+	var headVersion, reorgVersion int64
+	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.earliest, h.latest, c.hash, c.version, b.td, b.body
 		FROM head h LEFT JOIN canonical c ON c.number = $1 LEFT JOIN blocks b ON b.hash = c.hash
-		WHERE h.id = 1`, int64(n)).Scan(&headVersion, &earliest, &latest, &hash, &version, &td, &body)
+		WHERE h.id = 1`, int64(n)).Scan(&headVersion, &reorgVersion, &earliest, &latest, &hash, &version, &td, &body)
+	// A server behind the head row read (a standby further behind than
+	// the one polled, where one address leads to several) has the blocks
+	// of the chain read, unless it has not got them yet, or a
+	// reorganisation has replaced them since.
+	behind := err == nil && headVersion < st.version && (hash == nil || reorgVersion != st.reorgVersion)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) && !st.hasCanonical:
 		return nil, backend.ErrNotFound // an empty store
-	case errors.Is(err, pgx.ErrNoRows), err == nil && hash == nil && headVersion < st.version:
-		// A server behind the head row read: a standby further behind
-		// than the one polled, where one address leads to several.
+	case errors.Is(err, pgx.ErrNoRows), behind:
 		return nil, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
 	case err != nil:
 		return nil, readError(ctx, err)

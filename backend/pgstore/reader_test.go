@@ -322,13 +322,19 @@ func TestReaderMissingRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r2.Close()
-	pgstore.PolledAhead(r2, 45, s.main.Block(45).Hash)
+	pgstore.PolledAhead(r2, 45, s.main.Block(45).Hash, false)
 	for _, n := range []backend.BlockNumber{43, backend.Latest} {
 		if _, err := r2.BlockByNumber(ctx, n); err == nil || errors.Is(err, backend.ErrNotFound) {
 			t.Errorf("block %s, on a server behind the one polled: %v, want an error", n, err)
 		}
 	}
+	// Blocks both servers have are served, unless a reorganisation may
+	// have replaced them in between.
 	if b, err := r2.BlockByNumber(ctx, 20); err != nil || b.Hash != s.main.Block(20).Hash {
 		t.Errorf("block 20, on a server behind the one polled: %v", err)
+	}
+	pgstore.PolledAhead(r2, 45, s.main.Block(45).Hash, true)
+	if _, err := r2.BlockByNumber(ctx, 21); err == nil || errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("block 21, on a server behind the one polled by a reorganisation: %v, want an error", err)
 	}
 }
