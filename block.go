@@ -118,14 +118,20 @@ type shown struct {
 }
 
 // borrow calls f with the view of the block that lend lends. What f
-// returns comes back as it is; lend's own errors are the backend's.
+// returns comes back as it is; lend's own errors are the backend's, those
+// after f's success too (a store that fails to let the block go).
 func (s shown) borrow(lend func(lender) error) error {
 	called := false
+	var ferr error
 	err := lend(func(b *backend.Block, txs backend.TransactionDecoder) error {
 		called = true
-		return s.view(b, txs, nil)
+		ferr = s.view(b, txs, nil)
+		return ferr
 	})
-	if called {
+	switch {
+	case called && err != nil && ferr == nil:
+		return &backendError{err: err}
+	case called:
 		return err
 	}
 	return s.view(nil, nil, err)

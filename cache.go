@@ -119,6 +119,15 @@ const singleAnswerEnd = "}\n"
 // sharedResultKey marks a call whose answer may refer to a cached result.
 type sharedResultKey struct{}
 
+// dropShared forgets the cached result a call's answer referred to, for an
+// answer that fails after all (the backend, or a hook, failing once the
+// result was found): written into an error, it would make it no JSON.
+func dropShared(ctx context.Context) {
+	if shared, ok := ctx.Value(sharedResultKey{}).(*sharedResult); ok {
+		*shared = sharedResult{}
+	}
+}
+
 func (e *cacheEntry) matches(b *backend.Block) bool {
 	if b.TotalDifficulty == nil {
 		return !e.hasTD

@@ -3,7 +3,10 @@ package blockrpc_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
 )
 
 // Backends that fail, panic or take too long, and what clients see of it.
@@ -182,6 +187,71 @@ func TestCompanionFailures(t *testing.T) {
 		a := parseAnswer(t, body)
 		if status != 200 || a.Error == nil || a.Error.Code != -32000 || a.Error.Message != "backend failure" {
 			t.Errorf("%s: %d %s, want -32000 backend failure", tc.method, status, body)
+		}
+	}
+}
+
+// lateFailingLender lends its blocks, and then fails while fail is set, as
+// a store does whose read fails to end (an iterator that fails to close).
+type lateFailingLender struct {
+	*memstore.Store
+	fail *atomic.Bool
+}
+
+func (l lateFailingLender) LendBlockByNumber(ctx context.Context, n backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return l.late(l.Store.LendBlockByNumber(ctx, n, f))
+}
+
+func (l lateFailingLender) LendBlockByHash(ctx context.Context, h backend.Hash, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return l.late(l.Store.LendBlockByHash(ctx, h, f))
+}
+
+func (l lateFailingLender) late(err error) error {
+	if err == nil && l.fail.Load() {
+		return errors.New("disk I/O error ending the read")
+	}
+	return err
+}
+
+// TestLateFailure fails answers after the block was found in the answer
+// cache: a backend that fails once it has lent the block, a Cache hook
+// that panics. The client gets the error, as valid JSON, not the cached
+// block written into it.
+func TestLateFailure(t *testing.T) {
+	c := newTestChain(t)
+	var fail, panics atomic.Bool
+	obs := &blockrpc.Observer{Cache: func(_ context.Context, hit bool) {
+		if hit && panics.Load() {
+			panic("a hook's bug")
+		}
+	}}
+	h := newHandler(lateFailingLender{c.store, &fail}, blockrpc.WithObserver(obs), blockrpc.WithLogger(slog.New(slog.DiscardHandler)))
+	for _, tc := range []struct {
+		name    string
+		on      *atomic.Bool
+		code    int
+		message string
+	}{
+		{"a backend failing late", &fail, -32000, "backend failure"},
+		{"a Cache hook that panics", &panics, -32603, "method handler crashed"},
+	} {
+		for _, fullTx := range []bool{false, true} {
+			body := rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`["0x1",%v]`, fullTx))
+			if rec := serveBody(h, []byte(body)); rec.Code != http.StatusOK || parseAnswer(t, rec.Body.Bytes()).Error != nil {
+				t.Fatalf("%s: the answer that fills the cache: %s", tc.name, rec.Body)
+			}
+			tc.on.Store(true)
+			rec := serveBody(h, []byte(body))
+			tc.on.Store(false)
+			if !json.Valid(rec.Body.Bytes()) {
+				t.Errorf("%s, full transactions %v: the answer is no JSON: %s", tc.name, fullTx, rec.Body)
+				continue
+			}
+			a := parseAnswer(t, rec.Body.Bytes())
+			checkError(t, a, tc.code, tc.message)
+			if string(a.ID) != "1" {
+				t.Errorf("%s: id %s, want 1", tc.name, a.ID)
+			}
 		}
 	}
 }

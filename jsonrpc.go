@@ -303,6 +303,7 @@ func (h *Handler) call(ctx context.Context, m method, q *request, out []byte) (a
 	defer func() {
 		if p := recover(); p != nil {
 			h.log(ctx, slog.LevelError, "blockrpc: method handler crashed", "method", decodeString(q.method), "panic", p, "stack", string(debug.Stack()))
+			dropShared(ctx)
 			answer = appendError(out[:mark], q.id, codeInternalError, "method handler crashed")
 		}
 	}()
@@ -311,6 +312,7 @@ func (h *Handler) call(ctx context.Context, m method, q *request, out []byte) (a
 	out = append(out, `,"result":`...)
 	out, err := m(ctx, q.params, out)
 	if err != nil {
+		dropShared(ctx)
 		code, message := h.errorCode(ctx, err, decodeString(q.method))
 		return appendError(out[:mark], q.id, code, message)
 	}
