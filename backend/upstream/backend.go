@@ -376,7 +376,10 @@ func (b *Backend) watch(ctx context.Context) {
 
 // BlockByHash implements backend.Backend.
 func (b *Backend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
-	return b.blockByHash(ctx, hash, false)
+	// The head the tracker saw is not denied by a lagging endpoint either:
+	// a client that was just given it as the latest block asks for it next.
+	v := b.view.Load()
+	return b.blockByHash(ctx, hash, v != nil && v.head.hash == hash && hash != backend.Hash{})
 }
 
 // UncleByBlockHashAndIndex implements backend.Backend.
@@ -408,7 +411,7 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 			return c, nil
 		}
 	}
-	return b.flight.do(ctx, hash, func(ctx context.Context) (*verified, error) {
+	return b.flight.do(ctx, flightKey{hash, known}, func(ctx context.Context) (*verified, error) {
 		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known)
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -182,6 +183,68 @@ func TestOneFetchForConcurrentMisses(t *testing.T) {
 	defer mu.Unlock()
 	if asked != 1 {
 		t.Errorf("%d readers missing the same block: the node was asked for it %d times, want once", readers, asked)
+	}
+}
+
+// TestFetchOfAKnownHashNotShared has a reader of a block by number, whose
+// hash the head tracker saw, miss it while a reader of the same hash by
+// eth_getBlockByHash fetches it from an endpoint that lags and answers
+// null: a null is believed for the second, and not for the first, which
+// must not share that fetch, or a client is told the block does not
+// exist. The endpoint's head is not denied to a reader by hash either.
+func TestFetchOfAKnownHashNotShared(t *testing.T) {
+	store := faultChain(t)
+	head := storeBlock(t, store, backend.Latest)
+	target := storeBlock(t, store, backend.BlockNumber(head.Number-1))
+	lagging, upToDate := newFakeNode(t, prefixStore(t, store, head.Number-2)), newFakeNode(t, store)
+	var down, asked atomic.Bool
+	down.Store(true)
+	hold := make(chan struct{})
+	lagging.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if down.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		}
+		if asksFor(r, "eth_getBlockByHash") && asked.CompareAndSwap(false, true) {
+			<-hold
+		}
+		return false
+	})
+	// The lagging endpoint fails at the first poll: the view is the other
+	// one's, and the lagging one is preferred again once its backoff ends.
+	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, lagging.URL, upToDate.URL)
+	down.Store(false)
+	eventually(t, "the lagging endpoint to be preferred again", func() bool {
+		return up.Status()[0].Healthy
+	})
+
+	ctx := context.Background()
+	byHash := make(chan error, 1)
+	go func() {
+		_, err := up.BlockByHash(ctx, target.Hash)
+		byHash <- err
+	}()
+	eventually(t, "the lagging endpoint to be asked", asked.Load)
+	byNumber := make(chan error, 1)
+	go func() {
+		got, err := up.BlockByNumber(ctx, backend.BlockNumber(target.Number))
+		if err == nil && got.Hash != target.Hash {
+			err = fmt.Errorf("block %s", got.Hash)
+		}
+		byNumber <- err
+	}()
+	// A reader sharing the fetch would be waiting on it by now; one that
+	// comes later fetches on its own, which cannot fail this test.
+	time.Sleep(50 * time.Millisecond)
+	close(hold)
+	if err := <-byNumber; err != nil {
+		t.Errorf("block %d by number, which the tracker saw: %v; a client would be told null", target.Number, err)
+	}
+	if err := <-byHash; !errors.Is(err, backend.ErrNotFound) {
+		t.Logf("block %d by hash, from the lagging endpoint: %v", target.Number, err)
+	}
+	if got, err := up.BlockByHash(ctx, head.Hash); err != nil || got.Hash != head.Hash {
+		t.Errorf("the head by hash, which the lagging endpoint lacks: %v", err)
 	}
 }
 

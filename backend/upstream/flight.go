@@ -15,7 +15,16 @@ import (
 // module's requirements.)
 type flightGroup struct {
 	mu    sync.Mutex
-	calls map[backend.Hash]*flight
+	calls map[flightKey]*flight
+}
+
+// flightKey is what a fetch is shared by: its hash, and whether the hash is
+// one the head tracker saw, for which an endpoint's null is not believed.
+// A reader of such a hash (the latest block) joining the fetch of a reader
+// that believes nulls would be told that the block does not exist.
+type flightKey struct {
+	hash  backend.Hash
+	known bool
 }
 
 type flight struct {
@@ -28,25 +37,25 @@ type flight struct {
 // started it when that one leaves: the others still wait for it.
 const flightTimeout = time.Minute
 
-// do returns fn's result for hash, calling it unless a call for the same
-// hash is under way. fn runs with a context of its own, since the reader
+// do returns fn's result for key, calling it unless a call for the same
+// key is under way. fn runs with a context of its own, since the reader
 // that started it may leave while others wait; each reader stops waiting
 // when its own ctx is done.
-func (g *flightGroup) do(ctx context.Context, hash backend.Hash, fn func(context.Context) (*verified, error)) (*verified, error) {
+func (g *flightGroup) do(ctx context.Context, key flightKey, fn func(context.Context) (*verified, error)) (*verified, error) {
 	g.mu.Lock()
 	if g.calls == nil {
-		g.calls = make(map[backend.Hash]*flight)
+		g.calls = make(map[flightKey]*flight)
 	}
-	f, ok := g.calls[hash]
+	f, ok := g.calls[key]
 	if !ok {
 		f = &flight{done: make(chan struct{})}
-		g.calls[hash] = f
+		g.calls[key] = f
 		go func() {
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 			defer cancel()
 			f.v, f.err = fn(fctx)
 			g.mu.Lock()
-			delete(g.calls, hash)
+			delete(g.calls, key)
 			g.mu.Unlock()
 			close(f.done)
 		}()
