@@ -51,7 +51,12 @@ type Keys struct {
 
 	known atomic.Pointer[known]
 
+	// reads numbers the refreshes in the order they begin to read; the
+	// result of one is taken only if none begun after it was taken before.
+	reads atomic.Uint64
+
 	health   sync.Mutex
+	taken    uint64    // the number of the last refresh taken
 	failing  error     // the last refresh's error; nil once one succeeds
 	failedAt time.Time // when refreshes began to fail
 
@@ -133,10 +138,20 @@ func (k *Keys) Close() error {
 // Refresh reads the keys from the store now. The admin API calls it after
 // a change, so that the process that made the change applies it at once.
 func (k *Keys) Refresh(ctx context.Context) error {
+	n := k.reads.Add(1)
 	keys, err := k.store.Keys(ctx)
 	now := time.Now()
 	k.health.Lock()
 	defer k.health.Unlock()
+	if n < k.taken {
+		// A slow read, begun before one already taken: what it read may
+		// be older, and would undo a change (a revocation) made between.
+		if err != nil {
+			return fmt.Errorf("keystore: reading the keys: %w", err)
+		}
+		return nil
+	}
+	k.taken = n
 	if err != nil {
 		if k.failing == nil {
 			k.failedAt = now

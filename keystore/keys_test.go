@@ -148,6 +148,59 @@ func TestKeysFollowTheStore(t *testing.T) {
 	}
 }
 
+// slowRead is a Store whose next read of the keys, once armed, waits to
+// return what it read until released: a periodic refresh slowed down.
+type slowRead struct {
+	keystore.Store
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (s *slowRead) Keys(ctx context.Context) ([]keystore.Key, error) {
+	keys, err := s.Store.Keys(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.release
+	}
+	return keys, err
+}
+
+// TestKeysSlowRefresh revokes a key while a periodic refresh is slow to
+// return what it read before: the refresh the admin API makes after the
+// revocation applies it at once, and the slow one, ending after it, must
+// not bring the key back.
+func TestKeysSlowRefresh(t *testing.T) {
+	ctx := context.Background()
+	store := &slowRead{Store: keystore.NewMemory(), read: make(chan struct{}), release: make(chan struct{})}
+	secret, k := addKey(t, store, "slow", 0, 0)
+	keys, err := keystore.Open(ctx, store, keystore.Options{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+
+	store.armed.Store(true)
+	slow := make(chan error, 1)
+	go func() { slow <- keys.Refresh(ctx) }()
+	<-store.read // the key read valid
+	if _, err := store.Revoke(ctx, k.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := keys.ValidKey(ctx, secret); ok {
+		t.Fatal("the key is valid after the refresh that follows its revocation")
+	}
+	close(store.release)
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := keys.ValidKey(ctx, secret); ok {
+		t.Error("the revoked key is valid again: the slow refresh took the keys it read before the revocation")
+	}
+}
+
 // TestKeysOutage checks that while the store cannot be read, the keys last
 // read are served for Stale, the log and Health say so, and then requests
 // get 503 until the store is back.
