@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
 )
 
 // Handler serves the Service as JSON-RPC 2.0 over HTTP. It answers POST
@@ -36,7 +38,12 @@ func NewHandler(s *Service, opts ...Option) *Handler {
 		opt(&h.cfg)
 	}
 	if o := h.cfg.observer; o != nil && o.Backend != nil {
-		s = &Service{backend: observedBackend{s.backend, o}}
+		ob := observedBackend{s.backend, o}
+		if l, ok := s.backend.(backend.Lender); ok {
+			s = &Service{backend: observedLender{ob, l}}
+		} else {
+			s = &Service{backend: ob}
+		}
 	}
 	cache := newAnswerCache(h.cfg.answerCache, h.cfg.observer)
 	h.methods, h.sharing = methodTable(s, cache), cache != nil

@@ -25,9 +25,11 @@ type Observer struct {
 // BackendInfo describes one call of the Backend.
 type BackendInfo struct {
 	// Method is the Backend method called: "ChainID", "BlockByNumber",
-	// "BlockByHash" or "UncleByBlockHashAndIndex".
+	// "BlockByHash" or "UncleByBlockHashAndIndex". A block lent by a
+	// backend.Lender is reported as BlockByNumber or BlockByHash.
 	Method string
-	// Duration is how long it took.
+	// Duration is how long it took: for a block lent, until the backend
+	// lent it, not the writing of the answer from it that follows.
 	Duration time.Duration
 	// Err is the error it returned; backend.ErrNotFound is not a failure.
 	Err error
@@ -117,4 +119,43 @@ func (o observedBackend) UncleByBlockHashAndIndex(ctx context.Context, hash back
 	u, err := o.backend.UncleByBlockHashAndIndex(ctx, hash, index)
 	o.observe(ctx, "UncleByBlockHashAndIndex", start, err)
 	return u, err
+}
+
+// observedLender is an observedBackend over a backend.Lender, which lends
+// on: wrapped as a plain Backend, every block would be decoded whole and
+// copied, where a Lender's are written from its own memory.
+type observedLender struct {
+	observedBackend
+	lender backend.Lender
+}
+
+func (o observedLender) LendBlockByNumber(ctx context.Context, n backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return o.lend(ctx, "BlockByNumber", f, func(f lender) error { return o.lender.LendBlockByNumber(ctx, n, f) })
+}
+
+func (o observedLender) LendBlockByHash(ctx context.Context, hash backend.Hash, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return o.lend(ctx, "BlockByHash", f, func(f lender) error { return o.lender.LendBlockByHash(ctx, hash, f) })
+}
+
+// lend reports the backend's part of a loan: the time until it lends the
+// block, and its own error, not one of f's that it passes on.
+func (o observedLender) lend(ctx context.Context, method string, f lender, lend func(lender) error) error {
+	start := time.Now()
+	var took time.Duration
+	var ferr error
+	called := false
+	err := lend(func(b *backend.Block, txs backend.TransactionDecoder) error {
+		took, called = time.Since(start), true
+		ferr = f(b, txs)
+		return ferr
+	})
+	berr := err
+	switch {
+	case !called:
+		took = time.Since(start)
+	case err == ferr:
+		berr = nil
+	}
+	o.observer.Backend(ctx, BackendInfo{Method: method, Duration: took, Err: berr})
+	return err
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/memstore"
 )
 
 // TestObserverCountsErrors checks what a store of keys counts a key's usage
@@ -53,5 +57,51 @@ func TestObserverCountsErrors(t *testing.T) {
 	postTo(t, srv.URL+"/v3/wrong-key", rpcRequest("eth_blockNumber", `[]`))
 	if r := <-seen; r.KeyDigest != "" || r.KeyID != "" || r.Errors != 1 || r.Status != http.StatusUnauthorized {
 		t.Errorf("a wrong key: %+v", r)
+	}
+}
+
+// countingLender counts the blocks a memstore lends and those it decodes.
+type countingLender struct {
+	*memstore.Store
+	lent, decoded atomic.Int32
+}
+
+func (c *countingLender) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	c.decoded.Add(1)
+	return c.Store.BlockByNumber(ctx, n)
+}
+
+func (c *countingLender) LendBlockByNumber(ctx context.Context, n backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	c.lent.Add(1)
+	return c.Store.LendBlockByNumber(ctx, n, f)
+}
+
+// TestObservedBackendLends checks that a Backend observer, which the
+// example server's metrics install, leaves a Lender lending: its blocks
+// written from its memory, not decoded and copied, the same answers, and
+// the observer told of the lookup as a BlockByNumber that succeeded, or
+// one that failed.
+func TestObservedBackendLends(t *testing.T) {
+	c := newTestChain(t)
+	plain := serveBody(newHandler(c.store, blockrpc.WithAnswerCache(0)), []byte(rpcRequest("eth_getBlockByNumber", `["0x1",true]`)))
+	var seen []blockrpc.BackendInfo
+	obs := &blockrpc.Observer{Backend: func(_ context.Context, b blockrpc.BackendInfo) { seen = append(seen, b) }}
+	counting := &countingLender{Store: c.store}
+	h := newHandler(counting, blockrpc.WithObserver(obs), blockrpc.WithAnswerCache(0))
+	got := serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1",true]`)))
+	if got.Body.String() != plain.Body.String() {
+		t.Errorf("observed: %s\nnot observed: %s", got.Body, plain.Body)
+	}
+	if counting.lent.Load() != 1 || counting.decoded.Load() != 0 {
+		t.Errorf("blocks lent %d, decoded %d; want one lent", counting.lent.Load(), counting.decoded.Load())
+	}
+	if len(seen) != 1 || seen[0].Method != "BlockByNumber" || seen[0].Err != nil {
+		t.Errorf("the observer saw %+v, want one BlockByNumber that succeeded", seen)
+	}
+
+	seen = nil
+	serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1000",true]`)))
+	if len(seen) != 1 || !errors.Is(seen[0].Err, backend.ErrNotFound) {
+		t.Errorf("a block the chain lacks: the observer saw %+v, want ErrNotFound", seen)
 	}
 }
