@@ -302,7 +302,8 @@ func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash,
 // The block becomes canonical at its number. If another block was canonical
 // there, the chain reorganises: the blocks above stay canonical only as
 // long as each is the child of the one below, and the new block's known
-// ancestors become canonical too. Blocks that leave the canonical chain stay
+// ancestors become canonical too. A block that fills a gap keeps the block
+// above canonical only if it is its child. Blocks that leave the canonical chain stay
 // reachable by hash. Adding a block that is already stored only makes it
 // canonical again.
 func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
@@ -492,6 +493,13 @@ func (s *Store) makeCanonical(number uint64, hash backend.Hash) {
 		parent = e.block.ParentHash
 	}
 	if !replaced {
+		// A gap filled: the block above, when there is one, stays
+		// canonical only as its child (the blocks above it are already).
+		if !had && number < s.highest {
+			if h, ok := s.canonical[number+1]; ok && s.blocks[h].block.ParentHash != hash {
+				s.dropCanonicalFrom(number + 1)
+			}
+		}
 		return
 	}
 	// Above the new block, the chain continues only through its children.

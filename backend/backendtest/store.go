@@ -26,6 +26,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Demo", func(t *testing.T) { testDemo(t, open(t)) })
 	t.Run("SideBlocks", func(t *testing.T) { testSideBlocks(t, open(t)) })
 	t.Run("Reorgs", func(t *testing.T) { testReorgs(t, open(t)) })
+	t.Run("GapFilled", func(t *testing.T) { testGapFilled(t, open(t)) })
 	t.Run("TotalDifficulty", func(t *testing.T) { testTotalDifficulty(t, open) })
 	t.Run("Refused", func(t *testing.T) { testRefused(t, open(t)) })
 	t.Run("HashOnly", func(t *testing.T) { testHashOnly(t, open(t)) })
@@ -225,6 +226,49 @@ func testReorgs(t *testing.T, s Store) {
 	writeBlock(t, s, ref, rival.Head(), true)
 	rival.Reorg()
 	t.Run("Rival", func(t *testing.T) { TestBackend(t, s, ref, deeper.Head().Hash) })
+}
+
+// testGapFilled writes a chain with a gap, as a dump with a hole, and
+// fills the gap with a block of another branch: the canonical blocks above
+// it that are not its descendants leave the canonical chain, as they do
+// when a block replaces another, so that the chain served holds together.
+// A gap filled with the chain's own block keeps them.
+func testGapFilled(t *testing.T, s Store) {
+	ctx := context.Background()
+	cfg := everyFork
+	cfg.Seed = 13
+	a := buildChain(cfg, 8)
+	ref := a.Store()
+	rival := a.Fork(4)
+	rival.AddBlocks(1, chaintest.Txs(1))
+	for n := uint64(0); n <= 8; n++ {
+		if n != 5 && n != 7 {
+			writeBlock(t, s, ref, a.Block(n), true)
+		}
+	}
+	// The chain's own block 7: blocks 6 and 8 are its parent and child.
+	writeBlock(t, s, ref, a.Block(7), true)
+	if b, err := s.BlockByNumber(ctx, 8); err != nil || b.Hash != a.Block(8).Hash {
+		t.Fatalf("block 8, the gap below it filled with its parent: %v", err)
+	}
+	// The rival's block 5: block 6 is not its child.
+	writeBlock(t, s, ref, rival.Block(5), true)
+	if b, err := s.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != rival.Block(5).Hash {
+		t.Errorf("the latest block once the gap is filled from another branch: %v, want the rival's block 5", err)
+	}
+	for n := uint64(6); n <= 8; n++ {
+		if _, err := s.BlockByNumber(ctx, backend.BlockNumber(n)); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %d, above a gap filled from another branch: %v, want none", n, err)
+		}
+		if b, err := s.BlockByHash(ctx, a.Block(n).Hash); err != nil || b.Hash != a.Block(n).Hash {
+			t.Errorf("block %d by hash, no longer canonical: %v", n, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	rival.Reorg()
+	TestBackend(t, s, ref, a.Head().Hash)
 }
 
 // testTotalDifficulty checks the sums a store keeps, and that it refuses

@@ -533,7 +533,20 @@ func (w *write) makeCanonical(number uint64, hash backend.Hash, rec []byte) erro
 		parent = next
 	}
 	if !replaced {
-		return nil
+		if had || number >= w.st.highest {
+			return nil
+		}
+		// A gap filled: the block above, when there is one, stays
+		// canonical only as its child (the blocks above it are already).
+		above, ok, err := w.canonical(number + 1)
+		if err != nil || !ok {
+			return err
+		}
+		p, err := w.parentOf(number+1, above)
+		if err != nil || p == hash {
+			return err
+		}
+		return w.dropCanonicalFrom(number + 1)
 	}
 	// (n < highest keeps n+1 from wrapping past the largest number.)
 	for n := number; n < w.st.highest; n++ {

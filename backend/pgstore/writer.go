@@ -702,7 +702,8 @@ func descendantTDs(ctx context.Context, t *txn, hash backend.Hash, td *uint256.I
 // makeCanonical makes b the canonical block at its number, reorganising
 // the chain around it as memstore does: its stored ancestors become
 // canonical down to the first that already is, and the canonical blocks
-// above stay so only while each is the child of the one below.
+// above stay so only while each is the child of the one below (for a
+// block that fills a gap, the one above it).
 func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block, known map[backend.Hash]*stored) error {
 	number, hash := b.Number, b.Hash
 	var old []byte
@@ -746,6 +747,25 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 		}
 	}
 	if !replaced {
+		if old != nil || number >= st.latest {
+			return nil
+		}
+		// A gap filled: the block above, when there is one, stays
+		// canonical only as its child (the blocks above it are already).
+		var p []byte
+		err := t.QueryRow(ctx, `SELECT b.parent_hash FROM canonical c JOIN blocks b ON b.hash = c.hash
+			WHERE c.number = $1`, int64(number+1)).Scan(&p)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		case bytes.Equal(p, hash[:]):
+			return nil
+		}
+		t.queue(`DELETE FROM canonical WHERE number > $1`, int64(number))
+		t.reorged = true
+		st.latest, st.latestHash = number, hash
 		return nil
 	}
 	t.reorged = true
