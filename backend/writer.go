@@ -12,8 +12,9 @@ type Writer interface {
 	// canonical there the chain reorganises in one step: the block's
 	// stored ancestors become canonical down to the first that already is,
 	// and a canonical block above stays so only while each is the child
-	// of the one below. Blocks that leave the canonical chain stay
-	// reachable by hash.
+	// of the one below. A block that fills a gap keeps the block above it
+	// canonical only if it is its child. Blocks that leave the canonical
+	// chain stay reachable by hash.
 	AddBlock(block *Block, uncles ...*Uncle) error
 
 	// AddSideBlock stores a block as AddBlock does but leaves the canonical
