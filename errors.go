@@ -73,7 +73,10 @@ func (h *Handler) errorCode(ctx context.Context, err error, method string) (int,
 	switch {
 	case errors.As(err, &re):
 		return re.code, re.message
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		// The request's own deadline. A deadline of the backend's (a
+		// query's, an endpoint's) with the request's time left is the
+		// backend's failure, and logged as one.
 		return codeTimeout, "request timed out"
 	case errors.Is(err, context.Canceled):
 		return codeServerError, "request canceled"

@@ -126,6 +126,16 @@ func TestBackendTimeout(t *testing.T) {
 			})
 		}
 	})
+	t.Run("the backend's own deadline", func(t *testing.T) {
+		// A backend whose query or endpoint timed out, the request's own
+		// time left: a backend failure, not the client's timeout.
+		var log bytes.Buffer
+		h := newHandler(timedOutBackend{}, blockrpc.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		checkError(t, parseAnswer(t, serveBody(h, []byte(latestBlock)).Body.Bytes()), -32000, "backend failure")
+		if !strings.Contains(log.String(), "backend failure") {
+			t.Errorf("the backend's timeout is not logged:\n%s", log.String())
+		}
+	})
 	t.Run("deadline already passed", func(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 		defer cancel()
@@ -254,4 +264,12 @@ func TestLateFailure(t *testing.T) {
 			}
 		}
 	}
+}
+
+// timedOutBackend fails as a backend does whose own deadline passed: a
+// query's, or each endpoint's.
+type timedOutBackend struct{ failingBackend }
+
+func (timedOutBackend) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
+	return nil, fmt.Errorf("every endpoint: %w", context.DeadlineExceeded)
 }
