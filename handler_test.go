@@ -11,10 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 )
 
 // The HTTP side of the handler: methods, content types, paths, body limits,
@@ -189,7 +189,7 @@ func TestLogging(t *testing.T) {
 		secretKey = "sk-live-4f9a0c2e7b1d"
 		wrongKey  = "sk-live-0000deadbeef"
 	)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := newTestChain(t)
 
@@ -225,24 +225,6 @@ func TestLogging(t *testing.T) {
 			t.Errorf("the logs hold the API key %q:\n%s", key, got)
 		}
 	}
-}
-
-// lockedBuffer is a log destination safe to read while handlers write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // ---- Compression and CORS --------------------------------------------------------------

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 )
 
 // slowly is a limit that does not refill within a test.
@@ -154,7 +155,7 @@ func (f failingLimiter) Allow(_ context.Context, id string, _ blockrpc.Limit, _ 
 // key, and that its failure is a 503 whose log line holds no key.
 func TestLimiterNeverSeesTheKey(t *testing.T) {
 	c := newTestChain(t)
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	var seen string
 	srv := newServer(t, c.store, blockrpc.WithLimiter(failingLimiter{&seen}, slowly),
 		blockrpc.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))

@@ -1,19 +1,18 @@
 package keystore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/keystore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
@@ -39,24 +38,6 @@ func (f *flaky) Record(ctx context.Context, u []keystore.Usage) error {
 		return errDown
 	}
 	return f.Store.Record(ctx, u)
-}
-
-// syncBuffer is a log that the refresh loop and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func addKey(t *testing.T, s keystore.Store, label string, rate float64, burst int) (string, keystore.Key) {
@@ -207,7 +188,7 @@ func TestKeysSlowRefresh(t *testing.T) {
 func TestKeysOutage(t *testing.T) {
 	store := &flaky{Store: keystore.NewMemory()}
 	secret, _ := addKey(t, store, "known", 0, 0)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	const stale = 300 * time.Millisecond
 	keys, err := keystore.Open(context.Background(), store, keystore.Options{
 		Refresh: 20 * time.Millisecond, Stale: stale, Logger: slog.New(slog.NewTextHandler(&log, nil)),

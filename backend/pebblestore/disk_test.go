@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/internal/answertest"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
@@ -295,7 +295,7 @@ func TestCorruptBlock(t *testing.T) {
 // fails closes, and the calls after Close fail at once.
 func TestDiskFailsFlushes(t *testing.T) {
 	fs, failing := failingDisk(".sst", errorfs.OpFileWrite, errorfs.OpFileWriteAt)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	dir := t.TempDir()
 	opts := &Options{fs: fs, MemTableBytes: 1 << 20, Logger: slog.New(slog.NewTextHandler(&log, nil))}
 	s, err := Open(dir, opts)
@@ -386,23 +386,4 @@ func TestDiskFailsFlushes(t *testing.T) {
 	failing.Store(false)
 	s = reopen(t, s, opts)
 	backendtest.TestBlocks(t, s, ref, hashes...)
-}
-
-// syncBuffer is a log that the store's goroutines write while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

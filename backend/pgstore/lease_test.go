@@ -1,19 +1,18 @@
 package pgstore_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/jackc/pgx/v5"
 )
@@ -234,7 +233,7 @@ func TestReaderOfMigratedTables(t *testing.T) {
 			s := buildShared()
 			older, url, schema := openWriter(t, nil)
 			s.importMain(t, older, 10, 0)
-			var logged lockedBuffer
+			var logged syncbuf.Buffer
 			r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{
 				Schema: schema, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logged, nil)),
 			})
@@ -282,24 +281,6 @@ func TestReaderOfMigratedTables(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that a logger and a test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestReaderNeedsTables checks that a reader of a schema no writer made

@@ -11,6 +11,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -175,7 +176,7 @@ func TestDamagedHeadValues(t *testing.T) {
 	if err := w.SetPending(pending); err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)

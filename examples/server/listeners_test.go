@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
@@ -68,7 +69,7 @@ func TestAnswersWhileLoading(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out, logs := new(syncBuffer), new(syncBuffer)
+	out, logs := new(syncbuf.Buffer), new(syncbuf.Buffer)
 	done := make(chan error, 1)
 	go func() {
 		done <- runWith(ctx, []string{"-addr", addr, "-admin", "127.0.0.1:0", "-keys", "k", "-chain", fifo}, out, logs, nil)

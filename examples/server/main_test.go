@@ -14,12 +14,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/holiman/uint256"
@@ -298,8 +298,8 @@ func slowReaderDialer() *net.Dialer {
 type server struct {
 	cancel  context.CancelFunc
 	done    chan error
-	out     *syncBuffer
-	err     *syncBuffer
+	out     *syncbuf.Buffer
+	err     *syncbuf.Buffer
 	printed chan struct{}
 }
 
@@ -313,7 +313,7 @@ func startWith(t *testing.T, wrap func(backend.Backend) backend.Backend, args ..
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	s := &server{cancel: cancel, done: make(chan error, 1), out: new(syncBuffer), err: new(syncBuffer), printed: make(chan struct{})}
+	s := &server{cancel: cancel, done: make(chan error, 1), out: new(syncbuf.Buffer), err: new(syncbuf.Buffer), printed: make(chan struct{})}
 	go func() {
 		s.done <- runWith(ctx, args, pw, s.err, wrap)
 		pw.Close()
@@ -390,30 +390,6 @@ func replay(t *testing.T, line string) json.RawMessage {
 		t.Fatalf("%s: status %d, error %v %v", line, resp.StatusCode, answer.Error, err)
 	}
 	return answer.Result
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestRunLogsDumpHoles serves a dump that misses a block and says so.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore"
 )
 
@@ -140,7 +141,7 @@ func bigBlockDump(t *testing.T, extra int) string {
 // process is the server built and run as an operator runs it.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	done           chan struct{}
 }
 
@@ -162,8 +163,8 @@ func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
 	p := &process{
 		cmd:    exec.Command(buildServer(t), args...),
-		stdout: new(syncBuffer),
-		stderr: new(syncBuffer),
+		stdout: new(syncbuf.Buffer),
+		stderr: new(syncbuf.Buffer),
 		done:   make(chan struct{}),
 	}
 	p.cmd.Env = append(os.Environ(), "BLOCKRPC_KEYS=")

@@ -26,6 +26,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/blockrpctest"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 	"github.com/jackc/pgx/v5"
@@ -137,7 +138,7 @@ func TestStoreFlags(t *testing.T) {
 // blocks, the rates since the previous line, the share of the dump read
 // and the time left at the rate so far.
 func TestImportProgressLine(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	p := newImportProgress(log, storeSpec{kind: storePebble, name: "pebble:db"}, "chain.jsonl", 100e6)
 	t0 := time.Now()
@@ -159,7 +160,7 @@ func TestImportProgressLine(t *testing.T) {
 	}
 
 	// Logged on its own while the import runs, and no more once stopped.
-	buf = syncBuffer{}
+	buf = syncbuf.Buffer{}
 	p = newImportProgress(log, storeSpec{kind: storePebble, name: "pebble:db"}, "chain.jsonl", 0)
 	stop := p.every(5 * time.Millisecond)
 	time.Sleep(50 * time.Millisecond)
@@ -245,7 +246,7 @@ func runFails(t *testing.T, args ...string) (log string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	err = run(ctx, append([]string{"-addr", "127.0.0.1:0", "-keys", "k"}, args...), io.Discard, &stderr)
 	if err == nil {
 		t.Fatalf("run %q served, want an error:\n%s", args, stderr.String())
