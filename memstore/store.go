@@ -303,9 +303,9 @@ func (s *Store) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash,
 // there, the chain reorganises: the blocks above stay canonical only as
 // long as each is the child of the one below, and the new block's known
 // ancestors become canonical too. A block that fills a gap keeps the block
-// above canonical only if it is its child. Blocks that leave the canonical chain stay
-// reachable by hash. Adding a block that is already stored only makes it
-// canonical again.
+// above canonical only if it is its child. Blocks that leave the canonical
+// chain stay reachable by hash. Adding a block that is already stored only
+// makes it canonical again.
 func (s *Store) AddBlock(block *backend.Block, uncles ...*backend.Uncle) error {
 	return s.add(block, uncles, true)
 }

@@ -219,9 +219,10 @@ func fatalf(format string, args ...any) error {
 // store's first block, differs), or the store refuses the chain id as
 // another chain's (a backend.MismatchError). Network failures, answers
 // that do not verify, failed reads and writes of the store and its
-// refusals of blocks are logged and retried; an endpoint that announces a block it
-// does not serve, or has fallen below the store's first block, is asked
-// again at the next poll. Run must not be called again before it returns.
+// refusals of blocks are logged and retried; an endpoint that announces a
+// block it does not serve, or has fallen below the store's first block,
+// is asked again at the next poll. Run must not be called again before it
+// returns.
 func (f *Follower) Run(ctx context.Context) error {
 	if !f.running.CompareAndSwap(false, true) {
 		return errors.New("upstream: the Follower is already running")
