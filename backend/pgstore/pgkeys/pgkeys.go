@@ -16,10 +16,12 @@
 // pgstore chain store may hold them, beside its tables. blockrpc_keys
 // holds each key's id, SHA-256 digest (never the key), label, limit,
 // creation and revocation times and usage totals; blockrpc_key_minutes its
-// counts by minute, of the last day (keystore.History). Processes that open
-// the store at once migrate it once, one after the other, serialised by a
-// lock on the version row; a database migrated by a newer pgkeys is
-// refused with ErrNewerSchema.
+// counts by minute, of the last day (keystore.History);
+// blockrpc_key_flushes the ids of the flushes of usage recorded in the
+// last hour, so that a flush sent again after a lost answer counts once.
+// Processes that open the store at once migrate it once, one after the
+// other, serialised by a lock on the version row; a database migrated by a
+// newer pgkeys is refused with ErrNewerSchema.
 //
 // # CockroachDB
 //
@@ -31,6 +33,7 @@ package pgkeys
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -185,7 +188,11 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.K
 
 // Record implements keystore.Store. The usage is written in one
 // transaction: a flush that fails adds nothing, and the caller's retry
-// (keystore.Keys keeps the counts) does not count twice.
+// (keystore.Keys keeps the counts) does not count twice. A flush whose
+// COMMIT went unanswered (the connection lost on the way) is sent again
+// at once under the id it was first sent with, which the database keeps
+// for an hour: a second copy of a flush that was committed adds nothing,
+// and waits for the first to end when it is still being committed.
 func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	if len(usage) == 0 {
 		return nil
@@ -195,9 +202,15 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	// deadlock.
 	usage = slices.Clone(usage)
 	slices.SortStableFunc(usage, func(a, b keystore.Usage) int { return strings.Compare(a.ID, b.ID) })
+	flush := make([]byte, 16)
+	rand.Read(flush)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return record(ctx, tx, usage) }); !isRetryable(err) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return record(ctx, tx, flush, usage) })
+		if errors.Is(err, errRecorded) {
+			return nil
+		}
+		if !isRetryable(err) && (!isConnectionLost(err) || ctx.Err() != nil) {
 			break
 		}
 	}
@@ -207,11 +220,27 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	return nil
 }
 
-// record writes usage, sorted by id, in tx.
-func record(ctx context.Context, tx pgx.Tx, usage []keystore.Usage) error {
-	// First the totals, which tell the ids the store holds: the minutes of
-	// the others, deleted meanwhile, are dropped.
+// errRecorded ends a transaction of Record that finds its flush recorded
+// already.
+var errRecorded = errors.New("pgkeys: the flush was recorded already")
+
+// flushMemory is how long the ids of recorded flushes are kept: far
+// longer than Record takes to send a flush again.
+const flushMemory = time.Hour
+
+// record writes usage, sorted by id, in tx, unless the flush of that id
+// was written already, when it returns errRecorded.
+func record(ctx context.Context, tx pgx.Tx, flush []byte, usage []keystore.Usage) error {
+	// First the flush's id, then the totals, which tell the ids the store
+	// holds: the minutes of the others, deleted meanwhile, are dropped.
 	var totals pgx.Batch
+	recorded := false
+	totals.Queue(`INSERT INTO blockrpc_key_flushes (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, flush).
+		Exec(func(tag pgconn.CommandTag) error {
+			recorded = tag.RowsAffected() == 0
+			return nil
+		})
+	totals.Queue(`DELETE FROM blockrpc_key_flushes WHERE recorded < now() - $1::INTERVAL`, flushMemory)
 	known := make(map[string]bool, len(usage))
 	for _, u := range usage {
 		totals.Queue(`UPDATE blockrpc_keys SET
@@ -228,6 +257,9 @@ func record(ctx context.Context, tx pgx.Tx, usage []keystore.Usage) error {
 	}
 	if err := tx.SendBatch(ctx, &totals).Close(); err != nil {
 		return err
+	}
+	if recorded {
+		return errRecorded
 	}
 	if len(known) == 0 {
 		return nil
@@ -257,6 +289,14 @@ func record(ctx context.Context, tx pgx.Tx, usage []keystore.Usage) error {
 	minutes.Queue(`DELETE FROM blockrpc_key_minutes
 		WHERE key_id = ANY($1) AND minute_start < now() - $2::INTERVAL`, ids, keystore.History)
 	return tx.SendBatch(ctx, &minutes).Close()
+}
+
+// isConnectionLost reports an error that is not the server's: the
+// connection failed, perhaps with a transaction committed unbeknown to
+// its client.
+func isConnectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && !errors.As(err, &pgErr)
 }
 
 // isRetryable reports a serialization failure or a deadlock: what a

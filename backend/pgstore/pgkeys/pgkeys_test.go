@@ -360,3 +360,62 @@ func sameMinutes(got, want []keystore.Minute) bool {
 		return g.Start.Equal(w.Start) && g.Requests == w.Requests && g.Errors == w.Errors
 	})
 }
+
+// TestCommitAnswerLost loses the answer to the COMMIT of a flush of
+// usage, as a network failing at that moment does: the server has the
+// usage, the serving process does not know it. However many flushes it
+// takes, each request counts once.
+func TestCommitAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	dbURL := newSchema(t)
+	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
+	s := open(t, viaProxy)
+	_, k, _ := keystore.NewKey("lost answers", 0, 0, time.Now())
+	if err := s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := keystore.Open(ctx, s, keystore.Options{Refresh: time.Hour, Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	observer := keys.Observer()
+	const requests = 7
+	for range requests {
+		observer.Request(ctx, blockrpc.RequestInfo{KeyDigest: k.Digest.String(), Written: 100})
+	}
+
+	proxy.LoseCommitAnswers(1)
+	flushes := 0
+	for ; flushes < 3; flushes++ {
+		if err = keys.Flush(ctx); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("%d flushes failed, the last with %v", flushes, err)
+	}
+	if n := proxy.CommitAnswersToLose(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to lose", n)
+	}
+	got, err := open(t, dbURL).Key(ctx, k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := got.Used; u.Requests != requests || u.Bytes != 100*requests {
+		t.Errorf("after %d failed flushes and one that succeeded: %d requests and %d bytes recorded, want %d and %d",
+			flushes, u.Requests, u.Bytes, requests, 100*requests)
+	}
+	minutes, err := s.Minutes(ctx, k.ID, time.Time{})
+	if sum := sumRequests(minutes); err != nil || sum != requests {
+		t.Errorf("the minutes count %d requests (%v), want %d", sum, err, requests)
+	}
+}
+
+func sumRequests(minutes []keystore.Minute) int64 {
+	var n int64
+	for _, m := range minutes {
+		n += m.Requests
+	}
+	return n
+}

@@ -3,7 +3,9 @@
 // server's). Each is a private cluster in a temporary directory, listening on a free port of
 // 127.0.0.1 only (no Unix socket), with trust authentication, stopped by
 // its process id when the tests end. When the tests run as root, whom
-// initdb refuses, the server's programs run as the postgres user.
+// initdb refuses, the server's programs run as the postgres user. A
+// Proxy in front of a server loses the answers to COMMITs, for tests of
+// a network that fails at that moment.
 //
 // The programs are looked for in $BLOCKRPC_PG_BIN, or else in Debian's
 // directory of PostgreSQL 15 (DefaultBinDir). Without them the tests skip,
