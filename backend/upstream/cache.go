@@ -102,22 +102,22 @@ func (c *blockCache) put(v *verified, final bool) {
 	h := v.block.Hash
 	s := c.shard(h)
 	cost := blockCost(v)
+	// The numbers map is written under the shard's lock, where the entry
+	// is known to be cached: written after, it could keep an entry evicted
+	// meanwhile, and the block with it, past the cache's bound for good.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e := s.entries[h]; e != nil {
 		e.touch()
-		mark := final && !e.final
-		e.final = e.final || final
-		s.mu.Unlock()
-		if mark {
+		if final && !e.final {
+			e.final = true
 			c.numbers.Store(v.block.Number, e)
 		}
 		return
 	}
 	if cost > s.bound {
-		s.mu.Unlock()
 		return
 	}
-	var evicted []*cacheEntry
 	for s.used+cost > s.bound {
 		el := s.clock.Back()
 		e := el.Value.(*cacheEntry)
@@ -129,18 +129,13 @@ func (c *blockCache) put(v *verified, final bool) {
 		delete(s.entries, e.v.block.Hash)
 		s.used -= e.cost
 		if e.final {
-			evicted = append(evicted, e)
+			c.numbers.CompareAndDelete(e.v.block.Number, e)
 		}
 	}
 	e := &cacheEntry{v: v, cost: cost, final: final}
 	e.el = s.clock.PushFront(e)
 	s.entries[h] = e
 	s.used += cost
-	s.mu.Unlock()
-
-	for _, old := range evicted {
-		c.numbers.CompareAndDelete(old.v.block.Number, old)
-	}
 	if final {
 		c.numbers.Store(v.block.Number, e)
 	}
@@ -154,12 +149,9 @@ func (c *blockCache) finalize(n uint64, h backend.Hash) {
 	}
 	s := c.shard(h)
 	s.mu.Lock()
-	e := s.entries[h]
-	if e != nil {
+	defer s.mu.Unlock()
+	if e := s.entries[h]; e != nil {
 		e.final = true
-	}
-	s.mu.Unlock()
-	if e != nil {
 		c.numbers.Store(n, e)
 	}
 }
