@@ -49,17 +49,18 @@
 // reorganisation the head row counted, and otherwise from one statement
 // that reads the canonical hash and the block together. A read that finds
 // a block written after the last poll, or no block at a number the last
-// poll had, polls at once before answering: what a Reader serves moves
-// forward only, each answer a block that was canonical at that number,
-// before a reorganisation or after it, and never a chain it has seen
-// replaced. Blocks are kept in the cache by hash (Options.CacheBytes):
-// they do not change. A Reader needs only SELECT, so it may read from a
-// hot standby; it never writes. A head row older than the last one read,
-// as a standby further behind gives it, is passed over, so that a Reader
-// may also poll several standbys behind one address. Each poll also reads
-// the tables' version: once a writer of another version has migrated
-// them, every read fails with ErrMigrated until a Reader of their version
-// replaces this one.
+// poll had, polls at once before answering (a poll that takes more than 5
+// seconds fails that read; reads that wait for it leave at their
+// deadline): what a Reader serves moves forward only, each answer a block
+// that was canonical at that number, before a reorganisation or after it,
+// and never a chain it has seen replaced. Blocks are kept in the cache by
+// hash (Options.CacheBytes): they do not change. A Reader needs only
+// SELECT, so it may read from a hot standby; it never writes. A head row
+// older than the last one read, as a standby further behind gives it, is
+// passed over, so that a Reader may also poll several standbys behind one
+// address. Each poll also reads the tables' version: once a writer of
+// another version has migrated them, every read fails with ErrMigrated
+// until a Reader of their version replaces this one.
 //
 // # CockroachDB
 //

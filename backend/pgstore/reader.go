@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,9 +41,12 @@ type Reader struct {
 	// write reads the head row again before it writes, and until then
 	// its reads take a row newer than head as a polling Reader's do.
 	unsure atomic.Bool
-	pollMu sync.Mutex // one poll at a time
-	stop   context.CancelFunc
-	done   chan struct{}
+	// polling holds a token while the head row is read: one poll at a
+	// time, and a read waiting for another's poll leaves at its own
+	// deadline, which a mutex would not let it.
+	polling chan struct{}
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // headState is the head row: the canonical chain's bounds, the tags, the
@@ -121,6 +123,7 @@ func (r *Reader) stopPolling() {
 
 func (r *Reader) init(pool *pgxpool.Pool, o Options, schema int) {
 	r.pool, r.opts, r.cache, r.schema = pool, o, newCache(o.CacheBytes), schema
+	r.polling = make(chan struct{}, 1)
 	r.head.Store(&headState{})
 }
 
@@ -154,8 +157,27 @@ func (r *Reader) poll(ctx context.Context) {
 // the tables' version, and returns ErrMigrated (as every read does from
 // then on) when a writer of another version has migrated them.
 func (r *Reader) Refresh(ctx context.Context) error {
-	r.pollMu.Lock()
-	defer r.pollMu.Unlock()
+	if err := r.lockPoll(ctx); err != nil {
+		return err
+	}
+	defer r.unlockPoll()
+	return r.refresh(ctx)
+}
+
+// lockPoll waits for the poll under way, if any, to end, or for ctx.
+func (r *Reader) lockPoll(ctx context.Context) error {
+	select {
+	case r.polling <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pgstore: waiting for a poll of the head row under way: %w", ctx.Err())
+	}
+}
+
+func (r *Reader) unlockPoll() { <-r.polling }
+
+// refresh is Refresh with the poll's token held.
+func (r *Reader) refresh(ctx context.Context) error {
 	old := r.head.Load()
 	if old.migrated != nil {
 		// For good: a standby that has not replayed the migration yet
@@ -242,16 +264,25 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// readPollTimeout bounds a poll that a read starts, so that a statement
+// stuck on the server (a lock, a network that dropped the connection
+// unsaid) holds neither that read, whatever its deadline, nor the polls
+// behind it for longer.
+const readPollTimeout = 5 * time.Second
+
 // refreshPast reads the head row unless a poll has already read a version
 // past version: a read found the chain newer than the last poll.
 func (r *Reader) refreshPast(ctx context.Context, version int64) error {
-	r.pollMu.Lock()
-	fresh := r.head.Load().version > version
-	r.pollMu.Unlock()
-	if fresh {
+	if err := r.lockPoll(ctx); err != nil {
+		return err
+	}
+	defer r.unlockPoll()
+	if r.head.Load().version > version {
 		return nil
 	}
-	return r.Refresh(ctx)
+	ctx, cancel := context.WithTimeout(ctx, readPollTimeout)
+	defer cancel()
+	return r.refresh(ctx)
 }
 
 func decodePending(td, body []byte) (*backend.Block, error) {

@@ -339,3 +339,76 @@ func TestReaderMissingRow(t *testing.T) {
 		t.Errorf("block 21, on a server behind the one polled by a reorganisation: %v, want an error", err)
 	}
 }
+
+// TestReaderPollStuck holds a lock on the pending block's table, which
+// the head row's poll reads, while reads find blocks written after the
+// last poll and poll in their turn: a read waiting for another's poll
+// gives up at its own deadline, and a poll a read started gives up at
+// the store's, so that one stuck statement does not stop the others.
+func TestReaderPollStuck(t *testing.T) {
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	s.addMain(t, w, 40)
+	r, err := pgstore.OpenReader(context.Background(), url, &pgstore.Options{Schema: schema, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed after the lock is let go (cleanups run last first): Close
+	// waits for the reads' connections.
+	t.Cleanup(r.Close)
+	for n := uint64(41); n <= 42; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockTable(t, url, schema, "pending", "ACCESS EXCLUSIVE")
+
+	// The first read polls, and its poll waits for the lock; its own
+	// context has no deadline.
+	first := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := r.BlockByNumber(context.Background(), 41)
+		first <- err
+	}()
+	watcher := pgtest.Connect(t, url)
+	for waiting := false; !waiting; time.Sleep(10 * time.Millisecond) {
+		err := watcher.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_locks l
+			JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'pending' AND NOT l.granted)`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("no poll waits for the lock after 10 s")
+		}
+	}
+
+	// A second read, with a short deadline, would poll too.
+	second := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := r.BlockByNumber(ctx, 42)
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the second read: %v, want its deadline exceeded", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Error("the second read, with a deadline of 300 ms, still waits after 3 s")
+	}
+
+	select {
+	case err := <-first:
+		if err == nil {
+			t.Error("the first read succeeded while its poll could not read the head row")
+		}
+		if took := time.Since(start); took > 5*time.Second+3*time.Second {
+			t.Errorf("the first read returned after %v; its poll's limit is 5 s", took.Round(time.Millisecond))
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the first read's poll still waits after 30 s")
+	}
+}
