@@ -25,6 +25,8 @@ type diskState struct {
 	// Pebble tries a failed flush or compaction again at once, as often
 	// as it fails, thousands of times a second: its errors are logged
 	// once every backgroundLogEvery, with the count of those left out.
+	// Their messages only: slog formats an error with %+v, which gives
+	// Pebble's errors their stack traces, tens of lines each.
 	mu        sync.Mutex
 	loggedAt  time.Time
 	unlogged  int
@@ -43,8 +45,14 @@ func (d *diskState) listener() *pebble.EventListener {
 		FlushEnd: func(info pebble.FlushInfo) {
 			if info.Err != nil && info.Err.Error() != flushedNothing {
 				d.flushErr.Store(&info.Err)
-			} else if d.flushErr.Swap(nil) != nil {
-				d.log.Info("pebblestore: a flush succeeded: writes are taken again")
+				return
+			}
+			writes := d.flushErr.Swap(nil) != nil
+			d.succeeded(writes)
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if info.Err == nil {
+				d.succeeded(false)
 			}
 		},
 		BackgroundError: d.backgroundError,
@@ -52,7 +60,7 @@ func (d *diskState) listener() *pebble.EventListener {
 		// checksum that fails, a read's too: one request of one damaged
 		// block would stop the serving of the whole chain.
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			d.log.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details)
+			d.log.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details.Error())
 		},
 	}
 }
@@ -66,12 +74,34 @@ func (d *diskState) backgroundError(err error) {
 		d.lastError = err
 		return
 	}
-	attrs := []any{"err", err}
+	attrs := []any{"err", err.Error()}
 	if d.unlogged > 0 {
-		attrs = append(attrs, "since_last_line", d.unlogged, "last_err", d.lastError)
+		attrs = append(attrs, "failures_since_last_line", d.unlogged, "last_err", d.lastError.Error())
 	}
 	d.log.Error("pebblestore: Pebble failed to write or compact its files, and tries again", attrs...)
 	d.loggedAt, d.unlogged, d.lastError = now, 0, nil
+}
+
+// succeeded tells, once Pebble writes its files again, of the failures
+// left out of the log since its last line, and whether writes, refused
+// while flushes failed, are taken again: without it, failures that
+// stopped within backgroundLogEvery of that line would go untold.
+func (d *diskState) succeeded(writesTaken bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unlogged == 0 && !writesTaken {
+		return
+	}
+	msg := "pebblestore: Pebble wrote its files again"
+	if writesTaken {
+		msg = "pebblestore: a flush succeeded: writes are taken again"
+	}
+	var attrs []any
+	if d.unlogged > 0 {
+		attrs = append(attrs, "failures_since_last_line", d.unlogged, "last_err", d.lastError.Error())
+	}
+	d.log.Info(msg, attrs...)
+	d.unlogged, d.lastError = 0, nil
 }
 
 // refusal is the error of a write while flushes fail: the write itself
