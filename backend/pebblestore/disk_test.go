@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -304,36 +305,9 @@ func TestDiskFailsFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	g := synth.New(synth.Config{Seed: 7, TxsPerBlock: 20})
-	ref := memstore.New()
-	var hashes []backend.Hash
-	next := g.Next()
-	add := func() error {
-		err := s.AddBlock(next)
-		if err == nil {
-			if err := ref.AddBlock(next); err != nil {
-				t.Fatal(err)
-			}
-			hashes = append(hashes, next.Hash)
-			next = g.Next()
-		}
-		return err
-	}
-	// within runs f, and fails the test if it has not returned in a minute:
-	// what this test is about is calls that would never return. The disk
-	// is mended then, so that they do, and the test ends.
-	within := func(what string, f func()) {
-		t.Helper()
-		done := make(chan struct{})
-		go func() { defer close(done); f() }()
-		select {
-		case <-done:
-		case <-time.After(time.Minute):
-			failing.Store(false)
-			<-done
-			t.Fatalf("%s: no return in a minute", what)
-		}
-	}
+	c := newDiskChain(t)
+	add := func() error { return c.add(s) }
+	within := func(what string, f func()) { withinAMinute(t, what, failing, f) }
 
 	failing.Store(true)
 	var refused error
@@ -349,7 +323,7 @@ func TestDiskFailsFlushes(t *testing.T) {
 	if n := strings.Count(log.String(), "level=ERROR"); n == 0 || n > 2 {
 		t.Errorf("%d lines logged at error in a second of failed flushes, want one or two:\n%s", n, log.String())
 	}
-	if b, err := s.BlockByHash(t.Context(), hashes[len(hashes)-1]); err != nil || b.Hash != hashes[len(hashes)-1] {
+	if b, err := s.BlockByHash(t.Context(), c.hashes[len(c.hashes)-1]); err != nil || b.Hash != c.hashes[len(c.hashes)-1] {
 		t.Errorf("the last block written, while the disk fails: %v", err)
 	}
 
@@ -374,7 +348,7 @@ func TestDiskFailsFlushes(t *testing.T) {
 		t.Errorf("the log holds Pebble's stack traces:\n%s", log.String())
 	}
 	s = reopen(t, s, opts)
-	backendtest.TestBlocks(t, s, ref, hashes...)
+	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
 
 	failing.Store(true)
 	within("writing on a disk that fails again", func() {
@@ -386,10 +360,136 @@ func TestDiskFailsFlushes(t *testing.T) {
 			t.Logf("Close: %v", err)
 		}
 	})
-	if _, err := s.BlockByHash(t.Context(), hashes[0]); !errors.Is(err, ErrClosed) {
+	if _, err := s.BlockByHash(t.Context(), c.hashes[0]); !errors.Is(err, ErrClosed) {
 		t.Errorf("a read after Close: %v, want ErrClosed", err)
 	}
 	failing.Store(false)
 	s = reopen(t, s, opts)
-	backendtest.TestBlocks(t, s, ref, hashes...)
+	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
+}
+
+// TestDiskFailsCompactions has the disk refuse files of more than 3 MB, as
+// a disk nearly full does: Pebble's flushes of its memory tables fit,
+// the compactions that merge them do not. Each flush adds a layer of
+// files to Pebble's first level, and at 12 Pebble would make every write
+// wait for a compaction to succeed, for good: the store refuses writes
+// before, with an error. Once the disk takes large files again, the
+// compactions go through, writes are taken again, and the store holds
+// the whole chain.
+func TestDiskFailsCompactions(t *testing.T) {
+	disk := &nearlyFullDisk{FS: vfs.Default, limit: 3 << 20}
+	opts := &Options{fs: disk, MemTableBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
+	s, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := newDiskChain(t)
+
+	disk.full.Store(true)
+	var refused error
+	withinAMinute(t, "writing while compactions fail", &disk.full, func() {
+		for i := 0; i < 20000 && refused == nil; i++ {
+			refused = c.add(s)
+		}
+	})
+	if refused == nil || !strings.Contains(refused.Error(), "writes are refused until Pebble can compact its files again") {
+		t.Fatalf("writes while compactions fail: %v, want them refused", refused)
+	}
+	last := c.hashes[len(c.hashes)-1]
+	if b, err := s.BlockByHash(t.Context(), last); err != nil || b.Hash != last {
+		t.Errorf("the last block written, while compactions fail: %v", err)
+	}
+
+	disk.full.Store(false)
+	withinAMinute(t, "writing once compactions succeed", &disk.full, func() {
+		for c.add(s) != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		for range 100 {
+			if err := c.add(s); err != nil {
+				t.Errorf("a write once compactions succeeded: %v", err)
+				return
+			}
+		}
+	})
+	s = reopen(t, s, opts)
+	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
+}
+
+// diskChain is a synthetic chain written into a store on a disk that
+// fails, and into memstore beside it: the blocks the store took, the
+// reference it is compared with once the disk is mended.
+type diskChain struct {
+	t      *testing.T
+	g      *synth.Generator
+	next   *backend.Block
+	ref    *memstore.Store
+	hashes []backend.Hash
+}
+
+func newDiskChain(t *testing.T) *diskChain {
+	g := synth.New(synth.Config{Seed: 7, TxsPerBlock: 20})
+	return &diskChain{t: t, g: g, next: g.Next(), ref: memstore.New()}
+}
+
+// add writes the next block into s, and into the reference when s took
+// it.
+func (c *diskChain) add(s *Store) error {
+	err := s.AddBlock(c.next)
+	if err == nil {
+		if err := c.ref.AddBlock(c.next); err != nil {
+			c.t.Fatal(err)
+		}
+		c.hashes = append(c.hashes, c.next.Hash)
+		c.next = c.g.Next()
+	}
+	return err
+}
+
+// withinAMinute runs f, and fails the test if it has not returned in a
+// minute: what these tests are about is calls that would never return.
+// The disk is mended then (failing cleared), so that they do, and the
+// test ends.
+func withinAMinute(t *testing.T, what string, failing *atomic.Bool, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		failing.Store(false)
+		<-done
+		t.Fatalf("%s: no return in a minute", what)
+	}
+}
+
+// nearlyFullDisk is the operating system's file system, made to refuse,
+// while full is set, the bytes of a table file past its first limit.
+type nearlyFullDisk struct {
+	vfs.FS
+	full  atomic.Bool
+	limit int64
+}
+
+func (d *nearlyFullDisk) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := d.FS.Create(name, category)
+	if err != nil || !strings.HasSuffix(name, ".sst") {
+		return f, err
+	}
+	return &nearlyFullFile{File: f, disk: d}, nil
+}
+
+type nearlyFullFile struct {
+	vfs.File
+	disk    *nearlyFullDisk
+	written int64
+}
+
+func (f *nearlyFullFile) Write(p []byte) (int, error) {
+	if f.disk.full.Load() && f.written+int64(len(p)) > f.disk.limit {
+		return 0, syscall.ENOSPC
+	}
+	f.written += int64(len(p))
+	return f.File.Write(p)
 }

@@ -21,6 +21,10 @@ type diskState struct {
 	// flushErr is why Pebble's last flush of a memory table failed, nil
 	// once one has succeeded since.
 	flushErr atomic.Pointer[error]
+	// failedAt is when Pebble last failed a flush or a compaction, in
+	// Unix nanoseconds, and failure why.
+	failedAt atomic.Int64
+	failure  atomic.Pointer[error]
 
 	// Pebble tries a failed flush or compaction again at once, as often
 	// as it fails, thousands of times a second: its errors are logged
@@ -66,6 +70,8 @@ func (d *diskState) listener() *pebble.EventListener {
 }
 
 func (d *diskState) backgroundError(err error) {
+	d.failure.Store(&err)
+	d.failedAt.Store(time.Now().UnixNano())
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -113,6 +119,35 @@ func (d *diskState) refusal() error {
 		return fmt.Errorf("pebblestore: writes are refused until Pebble can write its files again: its last flush failed: %w", *p)
 	}
 	return nil
+}
+
+// failingFor is how long after Pebble's last failed flush or compaction
+// its files are taken to be still failing it. It retries a failed
+// compaction within tens of milliseconds.
+const failingFor = time.Minute
+
+// stallMargin is how many layers of files short of the count at which
+// Pebble holds writes the store refuses them: one write adds a layer at
+// most, from its memory table flushed; one the size of several memory
+// tables, a few.
+const stallMargin = 3
+
+// stallRefusal is the error of a write while Pebble fails its compactions
+// and the first level of its files has nearly as many layers as it
+// allows (stopAt) before it holds every write until a compaction
+// succeeds: such a write would wait for good, as one while flushes fail.
+// Pebble's metrics are read only while it fails.
+func (d *diskState) stallRefusal(db *pebble.DB, stopAt int) error {
+	at := d.failedAt.Load()
+	if at == 0 || time.Since(time.Unix(0, at)) > failingFor {
+		return nil
+	}
+	layers := int(db.Metrics().Levels[0].Sublevels)
+	if layers < stopAt-stallMargin {
+		return nil
+	}
+	return fmt.Errorf("pebblestore: writes are refused until Pebble can compact its files again: %d layers of files wait for a compaction, and at %d it would hold writes until one succeeds; its last failure: %w",
+		layers, stopAt, *d.failure.Load())
 }
 
 // pebbleLogger passes Pebble's lines to a slog.Logger.

@@ -58,7 +58,14 @@
 //     which Pebble tries again until one succeeds. Meanwhile writes are
 //     refused with an error: once Pebble's memory tables were full, a
 //     write would wait in it for good. The failures are logged once every
-//     10 seconds.
+//     10 seconds, and those left out are counted in the line that tells
+//     of the disk writing again.
+//   - A disk that takes the small tables of flushes and refuses the large
+//     ones of compactions (a nearly full one) leaves Pebble's first level
+//     to grow a layer of files a flush. Once it is 3 layers short of the
+//     count at which Pebble would hold every write until a compaction
+//     succeeds (12), writes are refused with an error, until compactions
+//     bring it down.
 //   - A write of Pebble's log the disk fails ends the process, as Pebble
 //     does when it cannot tell what of its log is on the disk: with
 //     Options.Sync the write in progress never returns (Logger gets
@@ -155,6 +162,9 @@ type Store struct {
 	writeOpts *pebble.WriteOptions
 
 	disk *diskState
+	// l0Stop is the count of layers of files in Pebble's first level at
+	// which it holds writes until a compaction succeeds.
+	l0Stop int
 
 	// closing guards db against Close: readers and writers hold it for
 	// reading. closeStarted is set as Close begins, so that the calls
@@ -229,7 +239,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, db: db, disk: disk, writeOpts: pebble.NoSync}
+	s := &Store{dir: dir, db: db, disk: disk, l0Stop: po.L0StopWritesThreshold, writeOpts: pebble.NoSync}
 	cache.Ref()
 	s.cache = cache
 	if o.Sync {

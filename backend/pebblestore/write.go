@@ -114,6 +114,9 @@ func (s *Store) write(f func(w *write) error) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if err := s.disk.stallRefusal(s.db, s.l0Stop); err != nil {
+		return err
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	w := &write{s: s, batch: s.db.NewIndexedBatch(), st: s.st}
