@@ -21,14 +21,16 @@ type diskState struct {
 	// flushErr is why Pebble's last flush of a memory table failed, nil
 	// once one has succeeded since.
 	flushErr atomic.Pointer[error]
+	// flushFailures counts the flushes failed in a row.
+	flushFailures atomic.Int64
 	// failedAt is when Pebble last failed a flush or a compaction, in
 	// Unix nanoseconds, and failure why.
 	failedAt atomic.Int64
 	failure  atomic.Pointer[error]
 
-	// Pebble tries a failed flush or compaction again at once, as often
-	// as it fails, thousands of times a second: its errors are logged
-	// once every backgroundLogEvery, with the count of those left out.
+	// Pebble tries a failed flush (see backOff) or compaction again at
+	// once, as often as it fails: its errors are logged once every
+	// backgroundLogEvery, with the count of those left out.
 	// Their messages only: slog formats an error with %+v, which gives
 	// Pebble's errors their stack traces, tens of lines each.
 	mu        sync.Mutex
@@ -49,8 +51,10 @@ func (d *diskState) listener() *pebble.EventListener {
 		FlushEnd: func(info pebble.FlushInfo) {
 			if info.Err != nil && info.Err.Error() != flushedNothing {
 				d.flushErr.Store(&info.Err)
+				d.backOff()
 				return
 			}
+			d.flushFailures.Store(0)
 			writes := d.flushErr.Swap(nil) != nil
 			d.succeeded(writes)
 		},
@@ -87,6 +91,23 @@ func (d *diskState) backgroundError(err error) {
 	d.log.Error("pebblestore: Pebble failed to write or compact its files, and tries again", attrs...)
 	d.loggedAt, d.unlogged, d.lastError = now, 0, nil
 }
+
+// Pebble tries a failed flush again at once, as often as it fails: a
+// core's worth of work on a full disk. backOff, called from FlushEnd in
+// the flush's goroutine before Pebble schedules the next, waits first
+// flushRetryFirst and then twice as long each time, up to
+// flushRetryMost. Pebble holds its lock meanwhile: reads do not take
+// it, writes are refused while flushes fail, and Close waits for the
+// wait to end.
+func (d *diskState) backOff() {
+	n := d.flushFailures.Add(1)
+	time.Sleep(min(flushRetryFirst<<min(n-1, 20), flushRetryMost))
+}
+
+const (
+	flushRetryFirst = 10 * time.Millisecond
+	flushRetryMost  = time.Second
+)
 
 // succeeded tells, once Pebble writes its files again, of the failures
 // left out of the log since its last line, and whether writes, refused

@@ -55,7 +55,9 @@
 //     of the blocks it holds fail, and is logged with the file; the other
 //     blocks are served.
 //   - A disk that refuses Pebble's tables (a full one) fails its flushes,
-//     which Pebble tries again until one succeeds. Meanwhile writes are
+//     which Pebble tries again until one succeeds, waiting first 10 ms
+//     and then twice as long each time, up to a second (where it would
+//     try hundreds of times a second on its own). Meanwhile writes are
 //     refused with an error: once Pebble's memory tables were full, a
 //     write would wait in it for good. The failures are logged once every
 //     10 seconds, and those left out are counted in the line that tells
