@@ -136,3 +136,53 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	}
 	w2.Close()
 }
+
+// TestWriterCommitAnswerLost writes through a proxy that loses the answer
+// to the COMMIT of a block, as a network failing at that moment does: the
+// write fails for the writer, and is in the database. The writer serves
+// that block from then on, takes the same block again as the write it
+// already is, and goes on from it.
+func TestWriterCommitAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	_, url := pgtest.Shared(t)
+	proxy, viaProxy := pgtest.StartProxy(t, url)
+	schema := pgtest.Schema(t)
+	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s.addMain(t, w, 40)
+
+	proxy.LoseCommitAnswers(1)
+	if err := s.write(w, s.main.Block(41), true); err == nil {
+		t.Fatal("the write whose COMMIT answer was lost succeeded")
+	}
+	if n := proxy.CommitAnswersToLose(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to lose", n)
+	}
+	for _, n := range []backend.BlockNumber{41, backend.Latest} {
+		if b, err := w.BlockByNumber(ctx, n); err != nil || b.Hash != s.main.Block(41).Hash {
+			t.Errorf("the writer's block %s after the lost answer: %v, want block 41", n, err)
+		}
+	}
+	for n := uint64(41); n <= 43; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatalf("block %d after the lost answer: %v", n, err)
+		}
+	}
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for n := uint64(0); n <= 43; n++ {
+		if b, err := r.BlockByNumber(ctx, backend.BlockNumber(n)); err != nil || b.Hash != s.main.Block(n).Hash {
+			t.Fatalf("a reader's block %d: %v", n, err)
+		}
+	}
+	if b, err := r.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != s.main.Block(43).Hash {
+		t.Errorf("a reader's latest: %v, want block 43", err)
+	}
+}
