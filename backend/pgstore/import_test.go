@@ -122,6 +122,61 @@ func TestImportDump(t *testing.T) {
 	}
 }
 
+// TestImportCommitAnswerLost imports a dump through a proxy that loses
+// the answers to four COMMITs, of the genesis and of batches, as a
+// network failing at those moments does: each import fails, and the
+// same import run again goes on from what the database holds, until
+// one succeeds with the whole chain stored once.
+func TestImportCommitAnswerLost(t *testing.T) {
+	ctx := context.Background()
+	ref, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := dump(t, ref)
+	_, dbURL := pgtest.Shared(t)
+	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
+	schema := pgtest.Schema(t)
+	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	proxy.LoseCommitAnswers(4)
+	failed := 0
+	for ; ; failed++ {
+		err := w.ImportDump(ctx, bytes.NewReader(data), &pgstore.ImportOptions{BatchBlocks: 16, SameChain: true})
+		if err == nil {
+			break
+		}
+		if failed == 4 {
+			t.Fatalf("the fifth import, with no answer lost: %v", err)
+		}
+	}
+	if failed != 4 || proxy.CommitAnswersToLose() != 0 {
+		t.Fatalf("%d imports failed, %d answers still to lose; want 4 and 0", failed, proxy.CommitAnswersToLose())
+	}
+	// The dump leaves the tags out: set them as demo.Store does.
+	pending, _ := ref.BlockByNumber(ctx, backend.Pending)
+	if err := errors.Join(w.SetSafe(demo.Safe), w.SetFinalized(demo.Finalized), w.SetPending(pending)); err != nil {
+		t.Fatal(err)
+	}
+	var hashes []backend.Hash
+	for n := uint64(0); n <= demo.Head; n++ {
+		b, err := ref.BlockByNumber(ctx, backend.BlockNumber(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, b.Hash)
+	}
+	r, err := pgstore.OpenReader(ctx, dbURL, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	backendtest.TestBlocks(t, r, ref, hashes...)
+}
+
 // TestImportGrowingDump imports a dump, then a longer dump of the same
 // chain, whose known blocks are skipped and the rest copied; then one that
 // reorganises.
