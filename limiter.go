@@ -56,8 +56,9 @@ func WithLimiter(l Limiter, byDefault Limit) Option {
 }
 
 // RateLimiter is a Limiter of this process alone: a token bucket per key.
-// Buckets of keys that have not been seen for a while are let go, so that
-// its memory follows the keys in use. Its zero value is ready to use.
+// Buckets of keys that have not been seen for a while, and have refilled
+// since, are let go, so that its memory follows the keys in use. Its zero
+// value is ready to use.
 type RateLimiter struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -69,9 +70,18 @@ type bucket struct {
 	used    time.Time
 }
 
-// idleBucket is how long a bucket is kept unused: long enough for any
-// bucket to have refilled, so that letting it go forgets nothing.
+// idleBucket is how long a bucket is kept unused at least, and how often
+// the buckets are looked over.
 const idleBucket = 10 * time.Minute
+
+// idle reports whether b may be let go: unused for idleBucket, and full
+// again. A bucket let go before it refilled (a limit of an hour a call,
+// or a burst that takes longer than idleBucket to earn back) would hand
+// its key a whole burst it had not earned.
+func (b *bucket) idle(now time.Time) bool {
+	return now.Sub(b.used) > idleBucket &&
+		(b.limiter.Limit() == rate.Inf || b.limiter.TokensAt(now) >= float64(b.limiter.Burst()))
+}
 
 // NewRateLimiter returns an empty RateLimiter.
 func NewRateLimiter() *RateLimiter { return &RateLimiter{} }
@@ -97,7 +107,7 @@ func (l *RateLimiter) Allow(_ context.Context, id string, limit Limit, calls int
 func (l *RateLimiter) bucketOf(id string, limit Limit, now time.Time) *bucket {
 	if now.Sub(l.swept) > idleBucket {
 		for k, b := range l.buckets {
-			if now.Sub(b.used) > idleBucket {
+			if b.idle(now) {
 				delete(l.buckets, k)
 			}
 		}
