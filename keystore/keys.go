@@ -29,9 +29,12 @@ type Options struct {
 	Refresh time.Duration
 	// Stale is how long the keys last read are served while the store
 	// cannot be read; past it, requests are refused with 503 until it
-	// can. Default DefaultStale.
+	// can. It must be longer than Refresh, or every refresh would come
+	// too late. Default DefaultStale, or twice Refresh when that is
+	// longer.
 	Stale time.Duration
-	// Flush is how often usage is written to the store. Default
+	// Flush is how often usage is written to the store, apart from the
+	// refreshes: a write that is slow does not hold them up. Default
 	// DefaultFlush.
 	Flush time.Duration
 	// Logger tells of store outages, recoveries and failed flushes. Nil
@@ -89,7 +92,10 @@ func Open(ctx context.Context, store Store, opts Options) (*Keys, error) {
 		opts.Refresh = DefaultRefresh
 	}
 	if opts.Stale <= 0 {
-		opts.Stale = DefaultStale
+		opts.Stale = max(DefaultStale, 2*opts.Refresh)
+	}
+	if opts.Stale <= opts.Refresh {
+		return nil, fmt.Errorf("keystore: Stale %v must be longer than Refresh %v, or every refresh would come too late", opts.Stale, opts.Refresh)
 	}
 	if opts.Flush <= 0 {
 		opts.Flush = DefaultFlush
@@ -103,23 +109,31 @@ func Open(ctx context.Context, store Store, opts Options) (*Keys, error) {
 	return k, nil
 }
 
+// run refreshes and flushes, each on its own ticker and goroutine, so
+// that a write of usage that waits (locked rows, a stalled disk) does
+// not hold up the reads that bring revocations.
 func (k *Keys) run() {
 	defer close(k.done)
-	refresh := time.NewTicker(k.opts.Refresh)
-	defer refresh.Stop()
-	flush := time.NewTicker(k.opts.Flush)
-	defer flush.Stop()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go k.every(&wg, k.opts.Refresh, k.Refresh)
+	go k.every(&wg, k.opts.Flush, k.Flush)
+	wg.Wait()
+}
+
+// every calls f every period until Close, each call bounded by the
+// period (2 seconds at least).
+func (k *Keys) every(wg *sync.WaitGroup, period time.Duration, f func(context.Context) error) {
+	defer wg.Done()
+	t := time.NewTicker(period)
+	defer t.Stop()
 	for {
 		select {
 		case <-k.stop:
 			return
-		case <-refresh.C:
-			ctx, cancel := context.WithTimeout(context.Background(), max(k.opts.Refresh, 2*time.Second))
-			k.Refresh(ctx)
-			cancel()
-		case <-flush.C:
-			ctx, cancel := context.WithTimeout(context.Background(), max(k.opts.Flush, 2*time.Second))
-			k.Flush(ctx)
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(period, 2*time.Second))
+			f(ctx)
 			cancel()
 		}
 	}

@@ -301,3 +301,17 @@ func TestOpenFailsWithoutTheStore(t *testing.T) {
 		t.Errorf("Open of a store that is down: %v, want its error", err)
 	}
 }
+
+// TestOpenRefusesStaleWithinRefresh checks that Options whose keys would
+// go stale between two refreshes are refused, with both values named.
+func TestOpenRefusesStaleWithinRefresh(t *testing.T) {
+	for _, opts := range []keystore.Options{
+		{Refresh: time.Minute, Stale: time.Minute},
+		{Refresh: time.Minute, Stale: 30 * time.Second},
+	} {
+		_, err := keystore.Open(context.Background(), keystore.NewMemory(), opts)
+		if err == nil || !strings.Contains(err.Error(), opts.Stale.String()) || !strings.Contains(err.Error(), opts.Refresh.String()) {
+			t.Errorf("Open with Refresh %v and Stale %v: %v, want an error naming both", opts.Refresh, opts.Stale, err)
+		}
+	}
+}
