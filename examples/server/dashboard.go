@@ -288,12 +288,19 @@ func toJSON(k keystore.Key) keyJSON {
 
 // flushUsage writes this process's counts before an answer that shows
 // usage, so that the page is current for this process at least; other
-// processes' counts arrive with their next flush.
+// processes' counts arrive with their next flush. A store slow to take
+// them (locked rows, a stalled disk) delays the answer by usageFlushWait
+// at most: the page then shows the counts stored, and the next flush
+// takes these.
 func (d *dashboard) flushUsage(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, usageFlushWait)
+	defer cancel()
 	if err := d.keys.Flush(ctx); err != nil {
 		d.log.Warn("admin: the usage of keys could not be written", "err", err)
 	}
 }
+
+const usageFlushWait = 2 * time.Second
 
 func (d *dashboard) list(w http.ResponseWriter, r *http.Request, _ actor) {
 	d.flushUsage(r.Context())

@@ -4,14 +4,20 @@ package main
 // makes serving, limited and revoked.
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/keystore"
 )
 
 const testAdminToken = "admin-token-for-the-tests-5b1e"
@@ -350,4 +356,54 @@ func TestKeystoreFile(t *testing.T) {
 		t.Errorf("usage across the restart: %d requests, want 2 (one before, one after)", shown.Requests)
 	}
 	srv.stop(t)
+}
+
+// waitingWrites is a key store whose keys read well and whose writes of
+// usage wait until released or their context ends: locked rows, a disk
+// that stalls.
+type waitingWrites struct {
+	keystore.Store
+	release chan struct{}
+}
+
+func (s waitingWrites) Record(ctx context.Context, u []keystore.Usage) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.release:
+		return s.Store.Record(ctx, u)
+	}
+}
+
+// TestDashboardUsageWriteWaits lists and shows keys while the writes of
+// usage wait: the answers come, with the counts stored, rather than wait
+// with the write.
+func TestDashboardUsageWriteWaits(t *testing.T) {
+	ctx := context.Background()
+	store := waitingWrites{Store: keystore.NewMemory(), release: make(chan struct{})}
+	secret, k, err := keystore.NewKey("k", 0, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := keystore.Open(ctx, store, keystore.Options{Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	defer close(store.release) // before Close, which flushes
+	keys.Observer().Request(ctx, blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: keystore.DigestOf(secret).String()})
+
+	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
+	mux := http.NewServeMux()
+	dash.register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	a := newAPI(t, srv.URL) // its client gives up after 10 s
+	if got := decodeKey(t, a.want(http.StatusOK, "GET", "/api/keys/"+k.ID, "")); got.Requests != 0 {
+		t.Errorf("the key shows %d requests, with the write of its usage waiting; want the 0 stored", got.Requests)
+	}
+	a.want(http.StatusOK, "GET", "/api/keys", "")
 }
