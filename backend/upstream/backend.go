@@ -24,7 +24,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// PollInterval is how often the head tracker asks each endpoint for its
 	// latest, safe and finalized blocks; 0 means 2 s, which suits a chain
-	// of 12 s blocks. A tag is never served older than one poll.
+	// of 12 s blocks, and Open refuses less than a millisecond. A tag is
+	// never served older than one poll.
 	PollInterval time.Duration
 	// Timeout bounds each request to an endpoint, within the deadline of
 	// the request being answered; 0 means 5 s. A request that times out
@@ -64,6 +65,10 @@ type Backend struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+	// closeIdle closes the idle connections of the client the Backend
+	// made for itself (none when Config.HTTPClient was given): left open,
+	// each keeps a goroutine for 90 s after Close.
+	closeIdle func()
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -78,7 +83,30 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("upstream: no endpoint given")
 	}
+	if cfg.PollInterval < 0 || cfg.PollInterval > 0 && cfg.PollInterval < minPollInterval {
+		return nil, fmt.Errorf("upstream: PollInterval %v: it must be %v at least (or 0, for 2 s)", cfg.PollInterval, minPollInterval)
+	}
+	closeIdle := func() {}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = newHTTPClient()
+		closeIdle = cfg.HTTPClient.CloseIdleConnections
+	}
 	cfg = withDefaults(cfg)
+	b, err := open(ctx, cfg)
+	if err != nil {
+		closeIdle()
+		return nil, err
+	}
+	b.closeIdle = closeIdle
+	return b, nil
+}
+
+// minPollInterval is the shortest PollInterval taken: one shorter is a
+// mistake of units (PollInterval: 1 for a second), which would poll the
+// endpoints as fast as they answer.
+const minPollInterval = time.Millisecond
+
+func open(ctx context.Context, cfg Config) (*Backend, error) {
 	b := &Backend{cfg: cfg, idChecked: make([]atomic.Bool, len(cfg.Endpoints)), done: make(chan struct{})}
 	if cfg.CacheBytes > 0 {
 		b.cache = newBlockCache(cfg.CacheBytes)
@@ -102,14 +130,19 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
+// newHTTPClient makes the client of a Backend given none.
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}}
+}
+
 func withDefaults(cfg Config) Config {
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			ForceAttemptHTTP2:   true,
-		}}
+		cfg.HTTPClient = newHTTPClient()
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 2 * time.Second
@@ -235,6 +268,7 @@ func (b *Backend) track(ctx context.Context) {
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
+	b.closeIdle()
 	return nil
 }
 

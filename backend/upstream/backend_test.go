@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
 	"github.com/blockrpc/blockrpc/blockrpctest"
+	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
@@ -491,5 +493,91 @@ func TestStaleHeadRefused(t *testing.T) {
 			t.Fatalf("latest after the endpoint came back: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCloseLetsConnectionsGo closes a Backend that made its own HTTP
+// client: its connections to the endpoint close with it, where each
+// would keep a goroutine for 90 s more.
+func TestCloseLetsConnectionsGo(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 5})
+	b.AddBlocks(3, nil)
+	node := newFakeNode(t, b.Store())
+	before := clientConnections()
+	up, err := upstream.Open(context.Background(), upstream.Config{Endpoints: []string{node.URL}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.BlockByNumber(context.Background(), backend.Latest); err != nil {
+		t.Fatal(err)
+	}
+	if clientConnections() <= before {
+		t.Fatal("no connection open to the endpoint: the test sees nothing")
+	}
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for clientConnections() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := clientConnections() - before; n > 0 {
+		t.Errorf("%d connections of the closed Backend still open after 5 s", n)
+	}
+}
+
+// clientConnections counts the HTTP client connections of the process,
+// each a goroutine reading it.
+func clientConnections() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "net/http.(*persistConn).readLoop")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestOpenRefusesPollInterval gives Open poll intervals that cannot be
+// meant: negative, or a nanosecond (PollInterval: 1, for a second).
+func TestOpenRefusesPollInterval(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 1, time.Millisecond - 1} {
+		_, err := upstream.Open(context.Background(), upstream.Config{Endpoints: []string{"http://127.0.0.1:1"}, PollInterval: d})
+		if err == nil || !strings.Contains(err.Error(), "PollInterval "+d.String()) {
+			t.Errorf("Open with PollInterval %v: %v, want an error naming it", d, err)
+		}
+	}
+}
+
+// TestEndpointChainIDFails has a second endpoint whose eth_chainId fails
+// serve another chain, higher than the first's: it is not taken for the
+// Backend's chain until it tells its id, so that latest stays the first
+// endpoint's.
+func TestEndpointChainIDFails(t *testing.T) {
+	good := chaintest.New(chaintest.Config{Seed: 5})
+	good.AddBlocks(10, nil)
+	goodNode := newFakeNode(t, good.Store())
+	other := chaintest.New(chaintest.Config{Seed: 99})
+	other.AddBlocks(30, nil) // no transactions, which would tell their chain
+	noID := memstore.New()   // its blocks without a chain id: eth_chainId fails
+	for n := uint64(0); n <= 30; n++ {
+		if err := noID.AddBlock(other.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherNode := newFakeNode(t, noID)
+	if _, body := postJSON(t, otherNode.URL, `{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`); !strings.Contains(string(body), `"error"`) {
+		t.Fatalf("the second endpoint answers eth_chainId: %s", body)
+	}
+
+	up := openUp(t, upstream.Config{PollInterval: 10 * time.Millisecond}, goodNode.URL, otherNode.URL)
+	time.Sleep(time.Second) // past the wait after its failure at Open, many polls
+	got, err := up.BlockByNumber(context.Background(), backend.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != good.Head().Hash {
+		t.Errorf("latest is block %d %s of the other chain, want block %d %s", got.Number, got.Hash, good.Head().Number, good.Head().Hash)
 	}
 }

@@ -51,11 +51,11 @@ type FollowConfig struct {
 	// backfilling; 0 means 8. They are written in order, one at a time.
 	Concurrency int
 	// PollInterval is how often the endpoint's head is asked for once the
-	// store has caught up; 0 means 2 s, which suits a chain of 12 s
-	// blocks. A failed request is retried after a backoff that starts at
-	// a quarter of it (10 ms to 1 s) and doubles up to 15 times it (1 s
-	// to 30 s), or after what a 429 or 503 answer's Retry-After asks for
-	// when that is longer.
+	// store has caught up; 0 means 2 s, which suits a chain of 12 s blocks;
+	// less than a millisecond is refused. A failed request is retried after
+	// a backoff that starts at a quarter of it (10 ms to 1 s) and doubles up
+	// to 15 times it (1 s to 30 s), or after what a 429 or 503 answer's
+	// Retry-After asks for when that is longer.
 	PollInterval time.Duration
 	// Timeout bounds each request to the endpoint (a block and its
 	// uncles count as one); 0 means 10 s.
@@ -163,6 +163,8 @@ func NewFollower(store Store, cfg FollowConfig) (*Follower, error) {
 		return nil, fmt.Errorf("upstream: Concurrency %d is negative", cfg.Concurrency)
 	case cfg.PollInterval < 0:
 		return nil, fmt.Errorf("upstream: PollInterval %s is negative", cfg.PollInterval)
+	case cfg.PollInterval > 0 && cfg.PollInterval < minPollInterval:
+		return nil, fmt.Errorf("upstream: PollInterval %v: it must be %v at least (or 0, for the default)", cfg.PollInterval, minPollInterval)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("upstream: Timeout %s is negative", cfg.Timeout)
 	}

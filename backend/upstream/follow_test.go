@@ -1100,6 +1100,7 @@ func TestNewFollowerRefuses(t *testing.T) {
 		"no host":              {Endpoint: "http:///rpc"},
 		"negative concurrency": {Endpoint: "http://127.0.0.1:8545", Concurrency: -1},
 		"negative poll":        {Endpoint: "http://127.0.0.1:8545", PollInterval: -time.Second},
+		"a nanosecond's poll":  {Endpoint: "http://127.0.0.1:8545", PollInterval: 1},
 		"negative timeout":     {Endpoint: "http://127.0.0.1:8545", Timeout: -time.Second},
 	} {
 		if _, err := upstream.NewFollower(store, cfg); err == nil {

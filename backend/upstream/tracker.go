@@ -124,14 +124,19 @@ func (b *Backend) pollOne(ctx context.Context, ep *endpoint, askID bool) polled 
 		}
 	}
 	if askID {
-		if c := calls[3]; c.err == nil {
-			var id hexutil.Uint64
-			if err := json.Unmarshal(c.result, &id); err != nil {
-				p.err = fmt.Errorf("%w: eth_chainId: %v", errBadAnswer, err)
-				return p
-			}
-			p.chainID, p.gotID = uint64(id), true
+		c := calls[3]
+		if c.err != nil {
+			// Its head counts for nothing until its chain is known: an
+			// endpoint of another chain, higher, would make the view.
+			p.err = fmt.Errorf("eth_chainId: %w", c.err)
+			return p
 		}
+		var id hexutil.Uint64
+		if err := json.Unmarshal(c.result, &id); err != nil {
+			p.err = fmt.Errorf("%w: eth_chainId: %v", errBadAnswer, err)
+			return p
+		}
+		p.chainID, p.gotID = uint64(id), true
 	}
 	return p
 }
