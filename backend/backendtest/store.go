@@ -27,6 +27,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("SideBlocks", func(t *testing.T) { testSideBlocks(t, open(t)) })
 	t.Run("Reorgs", func(t *testing.T) { testReorgs(t, open(t)) })
 	t.Run("GapFilled", func(t *testing.T) { testGapFilled(t, open(t)) })
+	t.Run("FirstReplaced", func(t *testing.T) { testFirstReplaced(t, open(t)) })
 	t.Run("TotalDifficulty", func(t *testing.T) { testTotalDifficulty(t, open) })
 	t.Run("Refused", func(t *testing.T) { testRefused(t, open(t)) })
 	t.Run("HashOnly", func(t *testing.T) { testHashOnly(t, open(t)) })
@@ -269,6 +270,56 @@ func testGapFilled(t *testing.T, s Store) {
 	}
 	rival.Reorg()
 	TestBackend(t, s, ref, a.Head().Hash)
+}
+
+// testFirstReplaced writes a chain from block 5 on, as a store that
+// starts past the genesis holds it, then a branch whose block 5 replaces
+// the store's first block, their parent not stored: the branch becomes
+// the chain from its block 5 up, as the upstream follower writes a
+// reorganisation at the first block of its store, and the blocks left
+// stay by hash. The answers are compared with memstore's, written alike.
+func testFirstReplaced(t *testing.T, s Store) {
+	ctx := context.Background()
+	cfg := everyFork
+	cfg.Seed = 17
+	a := buildChain(cfg, 9)
+	src := a.Store()
+	rival := a.Fork(4)
+	rival.AddBlocks(3, chaintest.Txs(1))
+	ref := memstore.New()
+	write := func(b *backend.Block, canonical bool) {
+		t.Helper()
+		writeBlock(t, ref, src, b, canonical)
+		writeBlock(t, s, src, b, canonical)
+	}
+	for n := uint64(5); n <= 9; n++ {
+		write(a.Block(n), true)
+	}
+	write(rival.Block(5), false)
+	write(rival.Block(6), false)
+	write(rival.Block(7), true)
+
+	for _, c := range []struct {
+		n    backend.BlockNumber
+		want *backend.Block
+	}{{backend.Earliest, rival.Block(5)}, {6, rival.Block(6)}, {backend.Latest, rival.Block(7)}} {
+		if b, err := s.BlockByNumber(ctx, c.n); err != nil || b.Hash != c.want.Hash {
+			t.Errorf("block %s after the first block was replaced: %v, want the branch's %d", c.n, err, c.want.Number)
+		}
+	}
+	for n := uint64(8); n <= 9; n++ {
+		if _, err := s.BlockByNumber(ctx, backend.BlockNumber(n)); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %d, above the shorter branch: %v, want none", n, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	hashes := []backend.Hash{}
+	for n := uint64(5); n <= 9; n++ {
+		hashes = append(hashes, a.Block(n).Hash)
+	}
+	TestBackend(t, s, ref, hashes...)
 }
 
 // testTotalDifficulty checks the sums a store keeps, and that it refuses

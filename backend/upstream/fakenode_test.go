@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,6 +36,8 @@ type fakeNode struct {
 
 	mu    sync.Mutex
 	calls map[string]int64
+	// conns counts the connections open to the node.
+	conns atomic.Int64
 }
 
 // fakeChain is a store and the handler that answers over it, swapped
@@ -59,7 +62,16 @@ func newFakeNode(t testing.TB, store *memstore.Store) *fakeNode {
 	t.Helper()
 	n := &fakeNode{calls: make(map[string]int64)}
 	n.SetStore(store)
-	n.srv = httptest.NewServer(http.HandlerFunc(n.serve))
+	n.srv = httptest.NewUnstartedServer(http.HandlerFunc(n.serve))
+	n.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			n.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			n.conns.Add(-1)
+		}
+	}
+	n.srv.Start()
 	t.Cleanup(n.srv.Close)
 	n.URL = n.srv.URL + "/rpc"
 	return n

@@ -217,14 +217,20 @@ func fatalf(format string, args ...any) error {
 
 // Run copies the chain and follows it until ctx is done, when it returns
 // nil, or until a failure that retrying cannot mend, which it returns: the
-// endpoint serves another chain than the store holds (its chain id, or the
-// store's first block, differs), or the store refuses the chain id as
-// another chain's (a backend.MismatchError). Network failures, answers
-// that do not verify, failed reads and writes of the store and its
-// refusals of blocks are logged and retried; an endpoint that announces a
-// block it does not serve, or has fallen below the store's first block,
-// is asked again at the next poll. Run must not be called again before it
-// returns.
+// endpoint serves another chain than the store holds (its chain id
+// differs, or its block at the number of the store's first block has
+// another parent, or it forks below that block), or the store refuses the
+// chain id as another chain's (a backend.MismatchError). A reorganisation
+// that replaces the store's first block with one of the same parent
+// replaces it in the store too. An endpoint that will not serve the
+// store's first block (one that expired its old blocks) is followed
+// without that check. Network failures, answers that do not verify,
+// failed reads and writes of the store and its refusals of blocks are
+// logged and retried; an endpoint that announces a block it does not
+// serve, or has fallen below the store's first block, is asked again at
+// the next poll. The store's pending block is cleared before its head
+// moves, and set again from the endpoint's once the store is current. Run
+// must not be called again before it returns.
 func (f *Follower) Run(ctx context.Context) error {
 	if !f.running.CompareAndSwap(false, true) {
 		return errors.New("upstream: the Follower is already running")
@@ -314,17 +320,23 @@ func (f *Follower) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("upstream: the store's first block: %w", err)
 	}
-	var theirs *blockRef
-	err = f.retry(ctx, "block "+hexutil.EncodeUint64(earliest.Number), func(ctx context.Context) error {
-		var err error
-		theirs, err = f.ref(ctx, hexutil.EncodeUint64(earliest.Number))
-		return err
-	})
+	// The endpoint's block is verified first: an answer that does not
+	// hold together says nothing of its chain. One the endpoint does not
+	// serve (an error, as a node that expired its old blocks answers)
+	// leaves the walk back of a reorganisation to tell another chain.
+	theirs, err := f.theirHeader(ctx, earliest.Number)
 	if err != nil {
 		return err
 	}
-	if theirs != nil && theirs.Hash != earliest.Hash {
-		return fatalf("upstream: %s serves another chain: its block %d is %s, the store's is %s", f.c.name, earliest.Number, theirs.Hash, earliest.Hash)
+	switch {
+	case theirs == nil || theirs.hash == earliest.Hash:
+	case earliest.Number > 0 && theirs.parentHash == earliest.ParentHash:
+		// A reorganisation replaced the store's first block: the first
+		// step finds it, and switchBranch replaces it too.
+		f.log.Info("upstream: the store's first block has been replaced on the endpoint's chain",
+			slog.Uint64("number", earliest.Number), slog.String("stored", earliest.Hash.String()), slog.String("theirs", theirs.hash.String()))
+	default:
+		return fatalf("upstream: %s serves another chain: its block %d is %s, the store's is %s", f.c.name, earliest.Number, theirs.hash, earliest.Hash)
 	}
 	// Progress shows where the store stands before the first poll; the
 	// log waits for the endpoint's head, which it would show as 0.
@@ -465,6 +477,7 @@ func (f *Follower) backfill(ctx context.Context, from, to uint64, parent *backen
 		}
 	}()
 
+	movedHead := false
 	for s := range slots {
 		select {
 		case <-s.done:
@@ -486,6 +499,12 @@ func (f *Follower) backfill(ctx context.Context, from, to uint64, parent *backen
 		if parent != nil && b.ParentHash != parent.Hash {
 			cancel()
 			return f.reorg(ctx, s.v)
+		}
+		if !movedHead {
+			if err := f.dropPending(ctx); err != nil {
+				return false, err
+			}
+			movedHead = true
 		}
 		first := parent == nil
 		stripTotalDifficulty(s.v)
@@ -536,6 +555,10 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 	}
 	branch := []*verified{top} // from the top down
 	cur := &top.block.Header
+	// replaced is the store's first block when the branch replaces it:
+	// a reorganisation at the first number of a store that starts past
+	// the genesis, whose parent both blocks share.
+	var replaced *backend.Block
 	for {
 		if cur.Number == 0 {
 			return fatalf("upstream: %s serves another chain: its genesis is not the store's", f.c.name)
@@ -549,11 +572,15 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 			break // the common ancestor
 		}
 		if ours == nil {
-			earliest, err := f.earliestNumber(ctx)
+			first, err := f.store.BlockByNumber(ctx, backend.Earliest)
 			if err != nil {
-				return err
+				return fmt.Errorf("the store's first block: %w", err)
 			}
-			if n < earliest {
+			if n < first.Number {
+				if cur.Number == first.Number && cur.ParentHash == first.ParentHash {
+					replaced = first
+					break
+				}
 				return fatalf("upstream: %s forks from the store's chain below its first block", f.c.name)
 			}
 		}
@@ -584,14 +611,22 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 		cur = &v.block.Header
 	}
 	ancestor := cur.Number - 1
+	for _, v := range branch {
+		stripTotalDifficulty(v)
+	}
+	if replaced != nil {
+		bottom := branch[len(branch)-1].block
+		bottom.TotalDifficulty = replacedTotalDifficulty(f.chainID, replaced, bottom)
+	}
+	if err := f.dropPending(ctx); err != nil {
+		return err
+	}
 	for i := len(branch) - 1; i > 0; i-- {
 		v := branch[i]
-		stripTotalDifficulty(v)
 		if err := f.store.AddSideBlock(v.block, v.uncles...); err != nil {
 			return fmt.Errorf("the store refused block %d (%s) of a new branch: %w", v.block.Number, v.block.Hash, err)
 		}
 	}
-	stripTotalDifficulty(top)
 	if err := f.store.AddBlock(top.block, top.uncles...); err != nil {
 		return fmt.Errorf("the store refused block %d (%s), the head of a new branch: %w", top.block.Number, top.block.Hash, err)
 	}
@@ -604,8 +639,43 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 		attrs = append(attrs, slog.Uint64("old_head", oldHead.Number), slog.String("old_hash", oldHead.Hash.String()),
 			slog.Uint64("depth", oldHead.Number-ancestor))
 	}
+	if replaced != nil {
+		attrs = append(attrs, slog.String("replaced_first_block", replaced.Hash.String()))
+	}
 	f.log.Warn("upstream: chain reorganised", attrs...)
 	f.noteHeight(ctx, len(branch))
+	return nil
+}
+
+// replacedTotalDifficulty is the total difficulty of block, which replaces
+// the store's first block first: the same parent's, plus block's own
+// difficulty; else, when first's is not known, the chain's frozen value
+// or none, as backfill gives a first block.
+func replacedTotalDifficulty(chainID uint64, first, block *backend.Block) *uint256.Int {
+	if first.TotalDifficulty == nil || first.TotalDifficulty.Lt(&first.Difficulty) {
+		return frozenTotalDifficulty(chainID, &block.Header)
+	}
+	td := new(uint256.Int).Sub(first.TotalDifficulty, &first.Difficulty)
+	if _, overflow := td.AddOverflow(td, &block.Difficulty); overflow {
+		return nil
+	}
+	return td
+}
+
+// dropPending clears the store's pending block before its head moves: it
+// is built on the head being left, and would contradict the chain until a
+// poll that finds the store synced takes the endpoint's again.
+func (f *Follower) dropPending(ctx context.Context) error {
+	_, err := f.store.BlockByNumber(ctx, backend.Pending)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("the store's pending block: %w", err)
+	}
+	if err := f.store.SetPending(nil); err != nil {
+		return fmt.Errorf("the store did not clear its pending block: %w", err)
+	}
 	return nil
 }
 
@@ -658,11 +728,8 @@ func (f *Follower) updateTags(ctx context.Context, head *blockRef, local *backen
 		}
 	}
 	if pending == nil {
-		if _, err := f.store.BlockByNumber(ctx, backend.Pending); errors.Is(err, backend.ErrNotFound) {
-			return // nothing to clear
-		}
-		if err := f.store.SetPending(nil); err != nil {
-			f.log.Error("upstream: the store did not clear its pending block", slog.Any("err", err))
+		if err := f.dropPending(ctx); err != nil {
+			f.log.Error("upstream: the pending block not cleared", slog.Any("err", err))
 		}
 		return
 	}
@@ -730,6 +797,36 @@ func (f *Follower) ref(ctx context.Context, arg string) (*blockRef, error) {
 
 // num returns the block's number, which ref and setTag make sure it has.
 func (r *blockRef) num() uint64 { return uint64(*r.Number) }
+
+// theirHeader asks the endpoint for its block n, with transaction hashes,
+// retrying until its hash is its header's and its number n; nil when the
+// endpoint has none, or will not serve it (an error answer, as a node
+// that expired its old blocks gives).
+func (f *Follower) theirHeader(ctx context.Context, n uint64) (*header, error) {
+	var h *header
+	arg := hexutil.EncodeUint64(n)
+	err := f.retry(ctx, "block "+arg, func(ctx context.Context) error {
+		h = nil
+		cl := &call{method: "eth_getBlockByNumber", params: []any{arg, false}}
+		if err := f.c.do(ctx, cl); err != nil {
+			return err
+		}
+		if cl.err != nil {
+			f.log.Info("upstream: the endpoint does not serve a block", slog.String("block", arg), slog.Any("err", cl.err))
+			return nil
+		}
+		got, err := decodeHeader(cl.result)
+		switch {
+		case err != nil:
+			return &VerifyError{Endpoint: f.c.name, Block: arg, Err: err}
+		case got != nil && got.number != n:
+			return &VerifyError{Endpoint: f.c.name, Block: arg, Err: fmt.Errorf("the endpoint answered block %d", got.number)}
+		}
+		h = got
+		return nil
+	})
+	return h, err
+}
 
 // fetchByNumber fetches and verifies a block by number, retrying until it
 // verifies; nil when the endpoint has none.

@@ -1,0 +1,208 @@
+package upstream_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/chaintest"
+)
+
+// The follower at the edges of what it is given: a store that starts past
+// the genesis, a pending block as the head moves, an endpoint that will
+// not serve old blocks or answers one that does not verify.
+
+// TestFollowReplacesFirstBlock follows a store that starts at block 20
+// (From, with its total difficulty) through a reorganisation of one block
+// at 20: the new branch replaces the store's first block, whose parent
+// both share, with the total difficulty that follows from it; and a
+// follower started again on that store takes it for the endpoint's chain.
+func TestFollowReplacesFirstBlock(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(20, chaintest.Txs(1))
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	from := storeBlock(t, b.Store(), 20)
+	f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
+	waitSynced(t, f, dst, node.Store())
+
+	side := b.Fork(19)
+	side.AddBlocks(2, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("side"))
+		chaintest.Txs(1)(i, g)
+	})
+	side.Reorg()
+	reorgTo(t, node, b)
+	waitSynced(t, f, dst, node.Store())
+	if err := f.stop(); err != nil {
+		t.Fatalf("Run, at a reorganisation of the store's first block: %v", err)
+	}
+	sameChain(t, dst, node.Store(), 20)
+	if first := storeBlock(t, dst, backend.Earliest); first.Hash != side.Block(20).Hash {
+		t.Errorf("the store's first block is %s, want the new branch's %s", first.Hash, side.Block(20).Hash)
+	}
+
+	// The endpoint replaces block 20 again while no follower runs: one
+	// started then takes the store for the endpoint's chain all the same,
+	// and follows it.
+	other := b.Fork(19)
+	other.AddBlocks(3, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("other"))
+		chaintest.Txs(1)(i, g)
+	})
+	other.Reorg()
+	reorgTo(t, node, b)
+	f = startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, node.Store())
+	sameChain(t, dst, node.Store(), 20)
+}
+
+// TestFollowStartUnverifiedFirstBlock starts a follower on a store that
+// holds the endpoint's chain, and garbles the first answer for the
+// store's first block (a hash that is not its header's): that answer is
+// refused and asked again, not taken for another chain.
+func TestFollowStartUnverifiedFirstBlock(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(5, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	dst := snapshot(t, b.Store())
+	var garbled atomic.Bool
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && string(params[0]) == `"0x0"` && garbled.CompareAndSwap(false, true) {
+			return setMember(result, "hash", quoted(b.Block(1).Hash.String()))
+		}
+		return result
+	})
+	b.AddBlocks(2, chaintest.Txs(1))
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	if !garbled.Load() {
+		t.Fatal("no answer for block 0 was garbled: the test sees nothing")
+	}
+	if len(f.logs.find("refused a block that does not verify")) == 0 {
+		t.Error("the garbled answer was not logged as a block that does not verify")
+	}
+}
+
+// TestFollowStartFirstBlockNotServed follows a store that holds blocks 5
+// to 10 (copied from an archive node, say) through a node that has
+// expired its blocks below 9, as go-ethereum does from 1.16 on: it
+// answers an error for them (code 4444). The store's first block cannot
+// be checked against it, and the follower follows the head all the same.
+func TestFollowStartFirstBlockNotServed(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(10, chaintest.Txs(1))
+	dst := memstore.New()
+	if err := dst.SetChainID(b.Config().ChainID); err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(5); n <= 10; n++ {
+		if err := dst.AddBlock(b.Block(n), storeUncles(t, b.Store(), b.Block(n))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.AddBlocks(5, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var c struct {
+			ID     json.RawMessage
+			Method string
+			Params []json.RawMessage
+		}
+		var n backend.BlockNumber
+		if json.Unmarshal(body, &c) != nil || c.Method != "eth_getBlockByNumber" ||
+			json.Unmarshal(c.Params[0], &n) != nil || n < 0 || n >= 9 {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(c.ID) + `,"error":{"code":4444,"message":"pruned history unavailable"}}`))
+		return true
+	})
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	sameChain(t, dst, b.Store(), 5)
+}
+
+// TestFollowPendingFollowsHead checks that the store never serves a
+// pending block built on another block than its latest: the one taken
+// goes as soon as the head moves, during a catch-up of 60 blocks, and
+// when the endpoint fails right after a new block is written.
+func TestFollowPendingFollowsHead(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(20, chaintest.Txs(1))
+	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(2)(0, g) })
+	node := newFakeNode(t, b.Store())
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{Concurrency: 1})
+	ctx := context.Background()
+	waitPending := func() {
+		t.Helper()
+		waitSynced(t, f, dst, b.Store())
+		waitFor(t, "the pending block", func() bool {
+			p, err := dst.BlockByNumber(ctx, backend.Pending)
+			return err == nil && p.ParentHash == latestHash(dst)
+		})
+	}
+	// contradicts reports a pending block the store serves on another
+	// block than its latest, read in that order: the follower writes the
+	// head, then the pending block on it.
+	contradicts := func() (pending, latest *backend.Block) {
+		l, lerr := dst.BlockByNumber(ctx, backend.Latest)
+		p, perr := dst.BlockByNumber(ctx, backend.Pending)
+		l2, _ := dst.BlockByNumber(ctx, backend.Latest)
+		if perr == nil && lerr == nil && l2 != nil && l2.Hash == l.Hash && p.ParentHash != l.Hash {
+			return p, l
+		}
+		return nil, nil
+	}
+	waitPending()
+
+	// A catch-up, at 5 ms a request.
+	node.SetFault(func(http.ResponseWriter, *http.Request) bool {
+		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	b.AddBlocks(60, chaintest.Txs(1))
+	var seen [2]*backend.Block
+	waitFor(t, "the catch-up", func() bool {
+		if p, l := contradicts(); p != nil && seen[0] == nil {
+			seen = [2]*backend.Block{p, l}
+		}
+		return latestHash(dst) == b.Head().Hash
+	})
+	if seen[0] != nil {
+		t.Errorf("during a catch-up the store served pending block %d on %s while its latest block was %d %s",
+			seen[0].Number, seen[0].ParentHash, seen[1].Number, seen[1].Hash)
+	}
+	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(2)(0, g) })
+	waitPending()
+
+	// A block, and the endpoint down right after the follower wrote it.
+	b.AddBlocks(1, chaintest.Txs(1))
+	want := storeBlock(t, b.Store(), backend.Latest)
+	var down atomic.Bool
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if down.Load() || latestHash(dst) == want.Hash {
+			down.Store(true)
+			http.Error(w, "down", http.StatusBadGateway)
+			return true
+		}
+		return false
+	})
+	waitFor(t, "the new block in the store", func() bool { return latestHash(dst) == want.Hash })
+	time.Sleep(10 * testPoll)
+	if p, l := contradicts(); p != nil {
+		t.Errorf("with the endpoint down, the store serves pending block %d on %s while its latest block is %d %s",
+			p.Number, p.ParentHash, l.Number, l.Hash)
+	}
+}
