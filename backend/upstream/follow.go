@@ -1018,14 +1018,15 @@ func (f *Follower) noteHead(head uint64, synced bool, height uint64) {
 // noteHeight counts blocks written and reads the store's height, then logs
 // progress when it is time to.
 func (f *Follower) noteHeight(ctx context.Context, wrote int) {
-	var height uint64
-	if b, err := f.latest(ctx); err == nil && b != nil {
-		height = b.Number
-	}
+	// A read that failed leaves the height as it was: 0 would tell of an
+	// empty store.
+	latest, err := f.latest(ctx)
 	now := time.Now()
 	f.mu.Lock()
 	f.written += uint64(wrote)
-	f.progress.Height = height
+	if err == nil && latest != nil {
+		f.progress.Height = latest.Number
+	}
 	if len(f.samples) == 0 || now.Sub(f.samples[len(f.samples)-1].at) >= time.Second {
 		f.samples = append(f.samples, rateSample{at: now, written: f.written})
 	}

@@ -87,10 +87,13 @@ func TestFollowNodeBelowStore(t *testing.T) {
 
 // failingStore fails the first calls of some of its methods, as a
 // database does that is restarting: reads of the chain id, writes of it,
-// reads of the first block.
+// reads of the first block; and, while flaky is set, every other read of
+// the latest block.
 type failingStore struct {
 	*memstore.Store
 	chainIDReads, chainIDWrites, earliestReads atomic.Int32
+	flaky                                      atomic.Bool
+	latestReads                                atomic.Int32
 }
 
 var errReset = errors.New("the connection was reset")
@@ -113,7 +116,30 @@ func (s *failingStore) BlockByNumber(ctx context.Context, n backend.BlockNumber)
 	if n == backend.Earliest && s.earliestReads.Add(-1) >= 0 {
 		return nil, errReset
 	}
+	if n == backend.Latest && s.flaky.Load() && s.latestReads.Add(1)%2 == 0 {
+		return nil, errReset
+	}
 	return s.Store.BlockByNumber(ctx, n)
+}
+
+// TestFollowProgressStoreFails fails every other read of the store's
+// latest block once the follower is current: Progress goes on reporting
+// the height the store has, never 0 for a read that failed.
+func TestFollowProgressStoreFails(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(10, chaintest.Txs(1))
+	dst := &failingStore{Store: memstore.New()}
+	f := startFollower(t, dst, newFakeNode(t, b.Store()), upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	dst.flaky.Store(true)
+	for deadline := time.Now().Add(30 * testPoll); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if h := f.Progress().Height; h != 10 {
+			t.Fatalf("Progress reports height %d while the store holds block 10 (%d reads of its latest block)", h, dst.latestReads.Load())
+		}
+	}
+	if dst.latestReads.Load() < 4 {
+		t.Fatalf("%d reads of the latest block while it was flaky: the test sees nothing", dst.latestReads.Load())
+	}
 }
 
 // TestFollowStoreFailsAtStart fails the store's first reads of the chain
