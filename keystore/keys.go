@@ -154,6 +154,11 @@ func (k *Keys) Close() error {
 func (k *Keys) Refresh(ctx context.Context) error {
 	n := k.reads.Add(1)
 	keys, err := k.store.Keys(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// Its caller gave up (an admin request whose client left): that
+		// says nothing of the store, whose health stays as it was.
+		return fmt.Errorf("keystore: reading the keys: %w", err)
+	}
 	now := time.Now()
 	k.health.Lock()
 	defer k.health.Unlock()

@@ -315,3 +315,34 @@ func TestOpenRefusesStaleWithinRefresh(t *testing.T) {
 		}
 	}
 }
+
+// canceledReads is a Store whose reads of the keys end with their
+// context, as a database's do.
+type canceledReads struct{ keystore.Store }
+
+func (s canceledReads) Keys(ctx context.Context) ([]keystore.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Keys(ctx)
+}
+
+// TestRefreshCanceled refreshes with a context its caller has canceled
+// (an admin request whose client left): the refresh fails, and the keys
+// are not reported unreadable for it.
+func TestRefreshCanceled(t *testing.T) {
+	store := canceledReads{keystore.NewMemory()}
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := keys.Refresh(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("a canceled refresh: %v, want context.Canceled", err)
+	}
+	if err := keys.Health(); err != nil {
+		t.Errorf("Health after a canceled refresh of a store that reads well: %v", err)
+	}
+}

@@ -436,6 +436,10 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request, who actor) {
 // this process at once: the others read it within their refresh interval.
 func (d *dashboard) audit(ctx context.Context, who actor, action string, k keystore.Key, changed ...any) {
 	d.log.Info("admin: "+action, append([]any{"key_id", k.ID, "by", string(who)}, changed...)...)
+	// The change is made: it applies here whether or not the client waits
+	// for the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	if err := d.keys.Refresh(ctx); err != nil {
 		d.log.Warn("admin: the keys could not be read again after a change: it applies at the next refresh", "err", err)
 	}
