@@ -236,12 +236,8 @@ func testReorgs(t *testing.T, s Store) {
 // A gap filled with the chain's own block keeps them.
 func testGapFilled(t *testing.T, s Store) {
 	ctx := context.Background()
-	cfg := everyFork
-	cfg.Seed = 13
-	a := buildChain(cfg, 8)
+	a, rival := rivalChains(13, 8, 1)
 	ref := a.Store()
-	rival := a.Fork(4)
-	rival.AddBlocks(1, chaintest.Txs(1))
 	for n := uint64(0); n <= 8; n++ {
 		if n != 5 && n != 7 {
 			writeBlock(t, s, ref, a.Block(n), true)
@@ -272,6 +268,17 @@ func testGapFilled(t *testing.T, s Store) {
 	TestBackend(t, s, ref, a.Head().Hash)
 }
 
+// rivalChains builds a chain of every fork of n blocks from seed, and a
+// rival branch of it from block 4 of rivalBlocks blocks.
+func rivalChains(seed uint64, n, rivalBlocks int) (a, rival *chaintest.Builder) {
+	cfg := everyFork
+	cfg.Seed = seed
+	a = buildChain(cfg, n)
+	rival = a.Fork(4)
+	rival.AddBlocks(rivalBlocks, chaintest.Txs(1))
+	return a, rival
+}
+
 // testFirstReplaced writes a chain from block 5 on, as a store that
 // starts past the genesis holds it, then a branch whose block 5 replaces
 // the store's first block, their parent not stored: the branch becomes
@@ -280,12 +287,8 @@ func testGapFilled(t *testing.T, s Store) {
 // stay by hash. The answers are compared with memstore's, written alike.
 func testFirstReplaced(t *testing.T, s Store) {
 	ctx := context.Background()
-	cfg := everyFork
-	cfg.Seed = 17
-	a := buildChain(cfg, 9)
+	a, rival := rivalChains(17, 9, 3)
 	src := a.Store()
-	rival := a.Fork(4)
-	rival.AddBlocks(3, chaintest.Txs(1))
 	ref := memstore.New()
 	write := func(b *backend.Block, canonical bool) {
 		t.Helper()

@@ -34,13 +34,19 @@ func TestFollowReplacesFirstBlock(t *testing.T) {
 	f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
 	waitSynced(t, f, dst, node.Store())
 
-	side := b.Fork(19)
-	side.AddBlocks(2, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("side"))
-		chaintest.Txs(1)(i, g)
-	})
-	side.Reorg()
-	reorgTo(t, node, b)
+	// replace has the endpoint reorganise to a branch from block 19 of
+	// blocks blocks, told apart by their extra data.
+	replace := func(extra string, blocks int) *chaintest.Builder {
+		branch := b.Fork(19)
+		branch.AddBlocks(blocks, func(i int, g *chaintest.BlockGen) {
+			g.SetExtraData([]byte(extra))
+			chaintest.Txs(1)(i, g)
+		})
+		branch.Reorg()
+		reorgTo(t, node, b)
+		return branch
+	}
+	side := replace("side", 2)
 	waitSynced(t, f, dst, node.Store())
 	if err := f.stop(); err != nil {
 		t.Fatalf("Run, at a reorganisation of the store's first block: %v", err)
@@ -53,13 +59,7 @@ func TestFollowReplacesFirstBlock(t *testing.T) {
 	// The endpoint replaces block 20 again while no follower runs: one
 	// started then takes the store for the endpoint's chain all the same,
 	// and follows it.
-	other := b.Fork(19)
-	other.AddBlocks(3, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("other"))
-		chaintest.Txs(1)(i, g)
-	})
-	other.Reorg()
-	reorgTo(t, node, b)
+	replace("other", 3)
 	f = startFollower(t, dst, node, upstream.FollowConfig{})
 	waitSynced(t, f, dst, node.Store())
 	sameChain(t, dst, node.Store(), 20)
