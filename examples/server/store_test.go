@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,17 +195,27 @@ func otherChainDump(t *testing.T) string {
 
 // otherChainPart writes the dump of blocks from to to of another chain of
 // the demo chain's id: one without its genesis.
-func otherChainPart(t *testing.T, from, to int) string {
+func otherChainPart(t *testing.T, from, to int) string { return chainPart(t, 99, from, to) }
+
+// chainPart writes the dump of blocks from to to of the chain of the demo
+// chain's id that seed makes, without the blocks numbered in holes.
+func chainPart(t *testing.T, seed uint64, from, to int, holes ...int) string {
 	t.Helper()
-	other := chaintest.New(chaintest.Config{Seed: 99, ChainID: demo.ChainID})
-	other.AddBlocks(to, chaintest.Txs(1))
-	whole, err := os.ReadFile(saveDump(t, other.Store()))
+	c := chaintest.New(chaintest.Config{Seed: seed, ChainID: demo.ChainID})
+	c.AddBlocks(to, chaintest.Txs(1))
+	whole, err := os.ReadFile(saveDump(t, c.Store()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.SplitAfter(whole, []byte("\n"))
-	path := filepath.Join(t.TempDir(), fmt.Sprintf("other-%d-%d.jsonl", from, to))
-	if err := os.WriteFile(path, bytes.Join(lines[from:to+1], nil), 0o600); err != nil {
+	var part []byte
+	for n := from; n <= to; n++ {
+		if !slices.Contains(holes, n) {
+			part = append(part, lines[n]...)
+		}
+	}
+	path := filepath.Join(t.TempDir(), fmt.Sprintf("chain-%d-%d-%d.jsonl", seed, from, to))
+	if err := os.WriteFile(path, part, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -319,6 +330,58 @@ func TestStorePebble(t *testing.T) {
 	compareSome(t, rpcURL(srv), ref)
 	srv.stop(t)
 	reference.stop(t)
+}
+
+// TestStorePebbleDumpNextToChain imports dumps into stores that hold
+// part of a chain: a dump of another chain of the same chain id is
+// refused, and changes nothing, whether its first block lies below the
+// store's first block or fills a hole in the store's chain; a dump of the
+// store's own chain that fills the hole is taken.
+func TestStorePebbleDumpNextToChain(t *testing.T) {
+	const ours, theirs = 97, 98
+	served := func(dir string, body string) string {
+		t.Helper()
+		srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+		defer srv.stop(t)
+		_, got := postStatus(t, rpcURL(srv), body)
+		return string(bytes.TrimSpace(got))
+	}
+	const block3 = `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x3",false]}`
+	const latest = `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`
+	importInto := func(dir, dump string) {
+		t.Helper()
+		start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-chain", dump).stop(t)
+	}
+
+	// Blocks 2 to 6, without the genesis: another chain's whole dump.
+	dir := filepath.Join(t.TempDir(), "part")
+	importInto(dir, chainPart(t, ours, 2, 6))
+	before := served(dir, block3)
+	_, err := runFails(t, "-store", "pebble:"+dir, "-chain", chainPart(t, theirs, 0, 8))
+	if !errors.Is(err, pebblestore.ErrOtherChain) || !strings.Contains(err.Error(), "next to no block of the store's chain (2 to 6)") {
+		t.Errorf("another chain's dump from below the store's first block: %v, want ErrOtherChain", err)
+	}
+	if after := served(dir, block3); after != before {
+		t.Errorf("block 3 after another chain's dump was refused:\n %s\nwas\n %s", after, before)
+	}
+
+	// Blocks 0 to 6 but 2 and 3: another chain's, then its own.
+	dir = filepath.Join(t.TempDir(), "holed")
+	importInto(dir, chainPart(t, ours, 0, 6, 2, 3))
+	_, err = runFails(t, "-store", "pebble:"+dir, "-chain", chainPart(t, theirs, 2, 3))
+	if !errors.Is(err, pebblestore.ErrOtherChain) || !strings.Contains(err.Error(), "is not the child of the store's block 1") {
+		t.Errorf("another chain's blocks in the store's hole: %v, want ErrOtherChain", err)
+	}
+	if got := served(dir, latest); got != `{"jsonrpc":"2.0","id":1,"result":"0x6"}` {
+		t.Errorf("eth_blockNumber after another chain's blocks were refused: %s, want 0x6", got)
+	}
+	importInto(dir, chainPart(t, ours, 2, 3))
+	if got := served(dir, latest); got != `{"jsonrpc":"2.0","id":1,"result":"0x6"}` {
+		t.Errorf("eth_blockNumber once its own blocks filled the hole: %s, want 0x6", got)
+	}
+	if got := served(dir, block3); !strings.Contains(got, `"number":"0x3"`) {
+		t.Errorf("block 3 once its own blocks filled the hole: %s", got)
+	}
 }
 
 // TestStorePebbleDemo starts on an empty Pebble store without -chain: the
