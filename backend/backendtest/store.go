@@ -243,6 +243,12 @@ func testGapFilled(t *testing.T, s Store) {
 			writeBlock(t, s, ref, a.Block(n), true)
 		}
 	}
+	// A number in a gap has no block, as one past the latest has none.
+	for _, n := range []backend.BlockNumber{5, 7} {
+		if _, err := s.BlockByNumber(ctx, n); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %d, in a gap of the chain: %v, want ErrNotFound", n, err)
+		}
+	}
 	// The chain's own block 7: blocks 6 and 8 are its parent and child.
 	writeBlock(t, s, ref, a.Block(7), true)
 	if b, err := s.BlockByNumber(ctx, 8); err != nil || b.Hash != a.Block(8).Hash {

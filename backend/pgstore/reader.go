@@ -387,17 +387,19 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 
 // canonical reads the canonical block at n, its hash, the block and the
 // head row in one statement: all of it as it was at one instant, so that a
-// number the chain does not reach is told from a row missing. A block
-// written after the last poll, or a number that no longer has one, makes a
-// Reader poll, so that what it serves by number never goes back to a chain
-// it has seen replaced.
+// number without a block (past the chain's ends, or in a gap of it, which
+// the Writer's contract allows) is told from a server behind the one
+// polled, and from a block row deleted. A block written after the last
+// poll, or a number that no longer has one, makes a Reader poll, so that
+// what it serves by number never goes back to a chain it has seen
+// replaced.
 func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backend.Block, error) {
 	var hash, td, body []byte
-	var version, earliest, latest pgtype.Int8
+	var version pgtype.Int8
 	var headVersion, reorgVersion int64
-	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.earliest, h.latest, c.hash, c.version, b.td, b.body
+	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, c.hash, c.version, b.td, b.body
 		FROM head h LEFT JOIN canonical c ON c.number = $1 LEFT JOIN blocks b ON b.hash = c.hash
-		WHERE h.id = 1`, int64(n)).Scan(&headVersion, &reorgVersion, &earliest, &latest, &hash, &version, &td, &body)
+		WHERE h.id = 1`, int64(n)).Scan(&headVersion, &reorgVersion, &hash, &version, &td, &body)
 	// A server behind the head row read (a standby further behind than
 	// the one polled, where one address leads to several) has the blocks
 	// of the chain read, unless it has not got them yet, or a
@@ -410,9 +412,8 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 		return nil, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
 	case err != nil:
 		return nil, readError(ctx, err)
-	case hash != nil && body == nil,
-		hash == nil && latest.Valid && int64(n) >= earliest.Int64 && int64(n) <= latest.Int64:
-		return nil, fmt.Errorf("pgstore: block %d has no row, where the head row says the chain holds blocks %d to %d: rows deleted", n, earliest.Int64, latest.Int64)
+	case hash != nil && body == nil:
+		return nil, fmt.Errorf("pgstore: block %d: its canonical row names block %x, which has no row: rows deleted", n, hash)
 	case hash == nil:
 		if r.readsHeadRow() && headVersion > st.version {
 			// The chain was shortened since the last poll.
