@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/internal/dumpcheck"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
@@ -25,11 +26,13 @@ type ImportOptions struct {
 	BatchBlocks int
 	BatchBytes  int
 
-	// SameChain refuses, with ErrOtherChain, a first canonical block
-	// that a store holding a chain cannot take as its own chain's: one
-	// with another block at its number, or one above its latest block
-	// that is not that block's child (a dump of another chain, or one that
-	// leaves a gap). ImportDump sets it.
+	// SameChain refuses, with ErrOtherChain, a canonical block that a
+	// store holding a chain cannot take as its own chain's, before it is
+	// written: one that does not follow the block given before it must be
+	// next to the store's chain, the store's block at its number, the
+	// child of the store's block below it or the parent of the one above
+	// (a dump of another chain, or one that leaves a gap, is refused).
+	// ImportDump sets it.
 	SameChain bool
 
 	// Progress, when set, is called after each batch is written.
@@ -99,11 +102,11 @@ type Importer struct {
 	// the uncles of the next ones; bounded by recentLimit.
 	recent      map[backend.Hash]*uint256.Int
 	recentOrder []backend.Hash
-	chainID     *uint256.Int // the buffer's, before it is the store's
-	checked     bool         // the SameChain check was made
-	copied      int          // blocks written with COPY
-	inflight    *inflight    // the batch being written
-	err         error        // the first error in writing: every later call returns it
+	chainID     *uint256.Int      // the buffer's, before it is the store's
+	same        dumpcheck.Checker // SameChain's
+	copied      int               // blocks written with COPY
+	inflight    *inflight         // the batch being written
+	err         error             // the first error in writing: every later call returns it
 	closed      bool
 	closeErr    error // what Close returned
 	// storedBefore is how many canonical blocks the store held when the
@@ -136,6 +139,7 @@ type importItem struct {
 // NewImporter returns an Importer writing through w; ctx ends it.
 func (w *Writer) NewImporter(ctx context.Context, opts *ImportOptions) *Importer {
 	im := &Importer{w: w, ctx: ctx, start: time.Now(), recent: make(map[backend.Hash]*uint256.Int)}
+	im.same.OtherChain = ErrOtherChain
 	if st := w.head.Load(); st.hasCanonical {
 		im.storedBefore = int(st.latest - st.earliest + 1)
 	}
@@ -249,10 +253,18 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 			return im.refuse(blockError(it.b, err))
 		}
 	}
-	if canonical && im.opts.SameChain && !im.checked {
-		if err := im.sameChain(it.b); err != nil {
-			return im.refuse(err)
+	if canonical && im.opts.SameChain {
+		if !im.same.Follows(it.b) {
+			// Checked against the store, which must hold the blocks
+			// buffered before it.
+			if err := im.Flush(); err != nil {
+				return err
+			}
+			if err := im.same.Check(im.ctx, im.w, it.b); err != nil {
+				return im.refuse(err)
+			}
 		}
+		im.same.Took(it.b)
 	}
 
 	if canonical && im.mode != modeReadd {
@@ -300,37 +312,6 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 	}
 	im.count(it)
 	im.report()
-	return nil
-}
-
-// sameChain refuses a first block that conflicts with the store's block
-// at its number, or that does not continue the store's chain.
-func (im *Importer) sameChain(b *backend.Block) error {
-	im.checked = true
-	st := im.w.head.Load()
-	switch {
-	case !st.hasCanonical:
-		return nil
-	case b.Number == st.latest+1 && b.ParentHash == st.latestHash:
-		return nil
-	case b.Number > st.latest:
-		return fmt.Errorf("%w: its first block, %d (%s), does not follow the store's latest, %d (%s)", ErrOtherChain, b.Number, b.Hash, st.latest, st.latestHash)
-	}
-	var hash []byte
-	err := im.w.pool.QueryRow(im.ctx, `SELECT hash FROM canonical WHERE number = $1`, int64(b.Number)).Scan(&hash)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
-		return fmt.Errorf("pgstore: %w", err)
-	}
-	stored, err := hashOf(hash)
-	switch {
-	case err != nil:
-		return fmt.Errorf("pgstore: canonical block %d: %w", b.Number, err)
-	case stored != b.Hash:
-		return fmt.Errorf("%w: its block %d is %s, the store's is %s", ErrOtherChain, b.Number, b.Hash, stored)
-	}
 	return nil
 }
 

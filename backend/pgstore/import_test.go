@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,11 +115,77 @@ func TestImportDump(t *testing.T) {
 	other.AddBlocks(demo.Head+5-3, chaintest.Txs(1))
 	lines := bytes.SplitAfter(dump(t, other.Store()), []byte("\n"))
 	err = w.ImportDump(ctx, bytes.NewReader(bytes.Join(lines[demo.Head+3:], nil)), nil)
-	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "does not follow the store's latest") {
+	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "is next to no block of the store's chain (0 to 110)") {
 		t.Errorf("importing a part of another chain above the store's latest block: %v, want ErrOtherChain", err)
 	}
 	if after := headVersion(t, url, schema); after != before {
 		t.Errorf("a refused dump wrote %d times", after-before)
+	}
+}
+
+// TestImportDumpNextToChain imports dumps into stores that hold part of
+// a chain: a dump of another chain of the same chain id is refused, and
+// changes nothing, whether its first block lies below the store's first
+// block or fills a hole in the store's chain; a dump of the store's own
+// chain that fills the hole is taken.
+func TestImportDumpNextToChain(t *testing.T) {
+	ctx := context.Background()
+	ours := chaintest.New(chaintest.Config{Seed: 97, ChainID: demo.ChainID})
+	ours.AddBlocks(8, chaintest.Txs(1))
+	theirs := chaintest.New(chaintest.Config{Seed: 98, ChainID: demo.ChainID})
+	theirs.AddBlocks(8, chaintest.Txs(1))
+	// part is the dump of the chain's blocks from to to, but those in
+	// holes.
+	part := func(c *chaintest.Builder, from, to uint64, holes ...uint64) []byte {
+		t.Helper()
+		s := memstore.New()
+		for n := from; n <= to; n++ {
+			if !slices.Contains(holes, n) {
+				if err := s.AddBlock(c.Block(n)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return dump(t, s)
+	}
+	importDump := func(w *pgstore.Writer, data []byte) error {
+		return w.ImportDump(ctx, bytes.NewReader(data), &pgstore.ImportOptions{BatchBlocks: 2})
+	}
+
+	// Blocks 2 to 6, without the genesis: another chain's whole dump.
+	w, url, schema := openWriter(t, nil)
+	if err := importDump(w, part(ours, 2, 6)); err != nil {
+		t.Fatal(err)
+	}
+	before := headVersion(t, url, schema)
+	err := importDump(w, part(theirs, 0, 8))
+	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "next to no block of the store's chain (2 to 6)") {
+		t.Errorf("another chain's dump from below the store's first block: %v, want ErrOtherChain", err)
+	}
+	if after := headVersion(t, url, schema); after != before {
+		t.Errorf("the refused dump wrote %d times", after-before)
+	}
+
+	// Blocks 0 to 6 but 2 and 3: another chain's, then its own.
+	w, url, schema = openWriter(t, nil)
+	if err := importDump(w, part(ours, 0, 6, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	before = headVersion(t, url, schema)
+	err = importDump(w, part(theirs, 2, 3))
+	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "is not the child of the store's block 1") {
+		t.Errorf("another chain's blocks in the store's hole: %v, want ErrOtherChain", err)
+	}
+	if after := headVersion(t, url, schema); after != before {
+		t.Errorf("the refused dump wrote %d times", after-before)
+	}
+	if err := importDump(w, part(ours, 2, 3)); err != nil {
+		t.Fatalf("its own blocks in the hole: %v", err)
+	}
+	for n := backend.BlockNumber(0); n <= 6; n++ {
+		if b, err := w.BlockByNumber(ctx, n); err != nil || b.Hash != ours.Block(uint64(n)).Hash {
+			t.Errorf("block %d once its own blocks filled the hole: %v", n, err)
+		}
 	}
 }
 

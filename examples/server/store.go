@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend/pebblestore"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/internal/dumpcheck"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
@@ -372,7 +372,7 @@ func importDump(ctx context.Context, log *slog.Logger, spec storeSpec, what stri
 			})
 		default:
 			loader := memstore.Loader{Logger: log}
-			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{writableStore: s}, n: &p.blocks})
+			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{writableStore: s, check: dumpcheck.Checker{OtherChain: pebblestore.ErrOtherChain}}, n: &p.blocks})
 		}
 	}()
 	var err error
@@ -488,100 +488,25 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sameChainWriter refuses, with the store's ErrOtherChain, a dump's
-// canonical block that the store cannot take as its own chain's, before
-// anything of it is written. A block that follows the dump's last one is
-// of the chain the dump has shown to be the store's, and may replace the
-// store's blocks above their common ancestor (a dump that reorganises).
-// Any other (the dump's first, or one after a hole in the dump) must be
-// next to the store's chain: the store's own block at its number, the
-// child of the store's block below it, the parent of the store's block
-// above it, or a block that replaces the store's first one from the same
-// parent. Another chain of the same chain id would otherwise replace the
-// store's blocks, or cut its chain short. pgstore's ImportDump checks the
-// same.
+// sameChainWriter refuses, with the store's ErrOtherChain, a canonical
+// block of a dump that the store cannot take as its own chain's
+// (dumpcheck.Checker), before it is written: another chain of the same
+// chain id would otherwise replace the store's blocks, or cut its chain
+// short. pgstore's ImportDump checks the same.
 type sameChainWriter struct {
 	writableStore
-	started bool
-	empty   bool           // the store held no chain when the import began
-	last    *backend.Block // the dump's last canonical block written
+	check dumpcheck.Checker
 }
 
 func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	if err := w.check(b); err != nil {
+	if err := w.check.Check(context.Background(), w.writableStore, b); err != nil {
 		return err
 	}
 	if err := w.writableStore.AddBlock(b, uncles...); err != nil {
 		return err
 	}
-	w.last = b
+	w.check.Took(b)
 	return nil
-}
-
-func (w *sameChainWriter) check(b *backend.Block) error {
-	ctx := context.Background()
-	if !w.started {
-		w.started = true
-		_, err := w.BlockByNumber(ctx, backend.Latest)
-		if err != nil && !errors.Is(err, backend.ErrNotFound) {
-			return err
-		}
-		w.empty = err != nil
-	}
-	if w.empty || w.last != nil && b.Number == w.last.Number+1 && b.ParentHash == w.last.Hash {
-		return nil
-	}
-	canonical := func(n uint64) (*backend.Block, error) {
-		blk, err := w.BlockByNumber(ctx, backend.BlockNumber(n))
-		if errors.Is(err, backend.ErrNotFound) {
-			return nil, nil
-		}
-		return blk, err
-	}
-	if b.Number > 0 {
-		below, err := canonical(b.Number - 1)
-		switch {
-		case err != nil:
-			return err
-		case below != nil && below.Hash == b.ParentHash:
-			return nil
-		case below != nil:
-			return fmt.Errorf("%w: its block %d (%s) is not the child of the store's block %d (%s)", pebblestore.ErrOtherChain, b.Number, b.Hash, below.Number, below.Hash)
-		}
-	}
-	ours, err := canonical(b.Number)
-	switch {
-	case err != nil:
-		return err
-	case ours != nil && (ours.Hash == b.Hash || b.Number > 0 && ours.ParentHash == b.ParentHash):
-		return nil
-	case ours != nil:
-		return fmt.Errorf("%w: its block %d is %s, the store's is %s", pebblestore.ErrOtherChain, b.Number, b.Hash, ours.Hash)
-	}
-	above, err := canonical(b.Number + 1)
-	switch {
-	case err != nil:
-		return err
-	case above != nil && above.ParentHash == b.Hash:
-		return nil
-	case above != nil:
-		return fmt.Errorf("%w: its block %d (%s) is not the parent of the store's block %d (%s)", pebblestore.ErrOtherChain, b.Number, b.Hash, above.Number, above.Hash)
-	}
-	first, latest := w.bounds(ctx)
-	return fmt.Errorf("%w: its block %d (%s) is next to no block of the store's chain (%s to %s), which could not tell it for its own", pebblestore.ErrOtherChain, b.Number, b.Hash, first, latest)
-}
-
-// bounds names the numbers of the store's first and latest blocks, for
-// an error.
-func (w *sameChainWriter) bounds(ctx context.Context) (first, latest string) {
-	first, latest = "?", "?"
-	if b, err := w.BlockByNumber(ctx, backend.Earliest); err == nil {
-		first = strconv.FormatUint(b.Number, 10)
-	}
-	if b, err := w.BlockByNumber(ctx, backend.Latest); err == nil {
-		latest = strconv.FormatUint(b.Number, 10)
-	}
-	return first, latest
 }
 
 // countingWriter counts the blocks a Writer takes.
