@@ -283,6 +283,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// An empty value is what -chain "$DUMP" gives with DUMP unset: taken
+	// for the flag left out, it would serve the demo chain (and import it
+	// into -store), or ignore $BLOCKRPC_KEYS for a generated key.
+	for _, name := range []string{"addr", "chain", "keys", "store", "keystore", "admin", "admin-token", "tls-cert", "tls-key"} {
+		if set[name] && strings.TrimSpace(fs.Lookup(name).Value.String()) == "" {
+			return o, fmt.Errorf("-%s is empty: give it a value, or leave it out", name)
+		}
+	}
 	keysFromFlag, burstSet := set["keys"], set["burst"]
 	var err error
 	if o.store, err = parseStore(store); err != nil {

@@ -409,3 +409,22 @@ func TestRunLogsDumpHoles(t *testing.T) {
 		t.Errorf("the log does not say what the dump misses:\n%s", logs)
 	}
 }
+
+// TestRunRefusesEmptyFlags gives flags the empty value an unset shell
+// variable gives (-chain "$DUMP"): each is refused, naming the flag,
+// where taken for the flag left out it would serve the demo chain, or
+// pass over $BLOCKRPC_KEYS for a generated key. (-upstream and -follow
+// have their own errors, in TestSourceFlags.)
+func TestRunRefusesEmptyFlags(t *testing.T) {
+	t.Setenv("BLOCKRPC_KEYS", "from-env")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, name := range []string{"addr", "chain", "keys", "store", "keystore", "admin", "admin-token", "tls-cert", "tls-key"} {
+		for _, value := range []string{"", " "} {
+			err := run(ctx, []string{"-" + name, value}, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "-"+name+" is empty") {
+				t.Errorf("-%s %q: %v, want it refused as empty", name, value, err)
+			}
+		}
+	}
+}
