@@ -17,6 +17,7 @@ import (
 // process stops.
 type logWriter struct {
 	mu   sync.Mutex
+	w    io.Writer
 	buf  *bufio.Writer
 	stop chan struct{}
 	done chan struct{}
@@ -31,24 +32,41 @@ func bufferLog(w io.Writer) (out io.Writer, close func()) {
 	if _, ok := w.(*os.File); !ok {
 		return w, func() {}
 	}
-	l := &logWriter{buf: bufio.NewWriterSize(w, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
+	l := newLogWriter(w)
 	go l.flushEvery(logFlushEvery)
 	return l, l.close
+}
+
+func newLogWriter(w io.Writer) *logWriter {
+	return &logWriter{w: w, buf: bufio.NewWriterSize(w, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Write buffers a log line.
 func (l *logWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	if _, err := l.buf.Write(p); err != nil {
+		l.drop()
+		l.buf.Write(p) // this line waits for the next flush
+	}
+	return len(p), nil
 }
 
 // Flush writes out what is buffered.
 func (l *logWriter) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.buf.Flush()
+	err := l.buf.Flush()
+	if err != nil {
+		l.drop()
+	}
+	return err
 }
+
+// drop lets go of what is buffered after a write failed: a bufio.Writer
+// keeps its first error and fails every write after, so that a disk full
+// for a moment would silence the log until the process ends.
+func (l *logWriter) drop() { l.buf.Reset(l.w) }
 
 // flushOnError is a log handler that flushes its writer after an error,
 // so that what explains a failure is not lost if the process dies.
