@@ -171,12 +171,14 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -570,11 +572,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	ls.open(blockrpc.NewHandler(svc, opts...), svc)
 
-	scheme := "http"
+	url := "http://" + ls.rpc.Addr().String() + "/v3/"
 	if tlsConfig != nil {
-		scheme = "https"
+		url = "https://" + printedHost(ls.rpc.Addr(), tlsConfig.Certificates[0]) + "/v3/"
 	}
-	url := scheme + "://" + ls.rpc.Addr().String() + "/v3/"
 	shown := "<API_KEY>" // a key the operator chose stays off the screen and out of logs
 	if generated {
 		shown = keys[0]
@@ -811,4 +812,20 @@ func newestWithUncles(ctx context.Context, src *source) (*backend.Block, bool) {
 		}
 	}
 	return nil, false
+}
+
+// printedHost is the host of the URL printed for a TLS listener: the
+// certificate's name, which a client checks it against, where it names
+// the server by a DNS name and not by the listener's address (a
+// certificate a public CA signed); the address otherwise.
+func printedHost(addr net.Addr, cert tls.Certificate) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	leaf, perr := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil || perr != nil || len(leaf.DNSNames) == 0 || strings.Contains(leaf.DNSNames[0], "*") {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() && leaf.VerifyHostname(host) == nil {
+		return addr.String()
+	}
+	return net.JoinHostPort(leaf.DNSNames[0], port)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,14 +14,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
 
-// selfSigned writes a certificate for 127.0.0.1 and its key, and returns
-// their paths and the certificate.
-func selfSigned(t *testing.T) (certFile, keyFile string, cert *x509.Certificate) {
+// selfSigned writes a certificate for 127.0.0.1, or for the DNS names
+// given, and its key, and returns their paths and the certificate.
+func selfSigned(t *testing.T, names ...string) (certFile, keyFile string, cert *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -35,7 +37,11 @@ func selfSigned(t *testing.T) (certFile, keyFile string, cert *x509.Certificate)
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	if len(names) > 0 {
+		template.DNSNames = names
+	} else {
+		template.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
 	if err != nil {
@@ -104,4 +110,45 @@ func TestTLS(t *testing.T) {
 		t.Error("plain HTTP is served on the HTTPS listener")
 	}
 	srv.stop(t)
+}
+
+// TestTLSNamedCertificate serves HTTPS with a certificate for a DNS name,
+// as a public CA signs one: the curl lines name the server by it, and
+// work as printed for a client that trusts the issuer and finds the name
+// at the listener's address.
+func TestTLSNamedCertificate(t *testing.T) {
+	const name = "rpc.example.test"
+	certFile, keyFile, cert := selfSigned(t, name)
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-tls-cert", certFile, "-tls-key", keyFile)
+	lines := srv.curlLines(t)
+	if len(lines) == 0 {
+		t.Fatalf("no curl line printed:\n%s", srv.stdout())
+	}
+	m := regexp.MustCompile(`--data '([^']*)' (https://([^/]+)/\S+)$`).FindStringSubmatch(lines[0])
+	if m == nil {
+		t.Fatalf("a curl line without an https URL: %s", lines[0])
+	}
+	host, port, err := net.SplitHostPort(m[3])
+	if err != nil || host != name {
+		t.Fatalf("the curl line names %s, want the certificate's name %s: %s", m[3], name, lines[0])
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	var dialer net.Dialer
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots},
+		// The name's DNS record, for this test alone.
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+		},
+	}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(strings.Replace(m[2], "<API_KEY>", "k", 1), "application/json", strings.NewReader(m[1]))
+	if err != nil {
+		t.Fatalf("the printed curl line, with a client that trusts the certificate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the printed curl line: status %d", resp.StatusCode)
+	}
 }
