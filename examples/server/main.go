@@ -328,6 +328,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.grace < 0 {
 		return o, fmt.Errorf("-grace %v: must not be negative", o.grace)
 	}
+	for name, n := range map[string]int64{"safe": o.safe, "finalized": o.finalized} {
+		if n < -1 {
+			return o, fmt.Errorf("-%s %d: want a block number, or -1 for the chain's own", name, n)
+		}
+	}
 	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil || !knownLevel(level) {
 		return o, fmt.Errorf("-log-level %q: want debug, info, warn or error", level)
 	}

@@ -207,6 +207,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-chain", dump, "-safe", "7"},
 		{"-chain", dump, "-finalized", "9"},
+		{"-chain", dump, "-safe", "-5"},
+		{"-finalized", "-2"},
 		{"-chain", filepath.Join(t.TempDir(), "missing.jsonl")},
 		{"-chainid", "-3"},
 		{"-keys", "a,,b"},
@@ -229,10 +231,14 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"-tls-key", dump},
 		{"-tls-cert", dump, "-tls-key", dump},
 	} {
+		// A run that takes the flags serves until this ends, and then
+		// succeeds.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var stderr bytes.Buffer
-		if err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, &stderr); err == nil {
+		if err := run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, &stderr); err == nil {
 			t.Errorf("run %q succeeded, want an error", args)
 		}
+		cancel()
 	}
 }
 
