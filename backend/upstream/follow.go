@@ -648,9 +648,10 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 }
 
 // replacedTotalDifficulty is the total difficulty of block, which replaces
-// the store's first block first: the same parent's, plus block's own
-// difficulty; else, when first's is not known, the chain's frozen value
-// or none, as backfill gives a first block.
+// first, the store's first block, from the same parent: the parent's
+// (first's less its difficulty) plus block's difficulty; when first's is
+// not known, the chain's frozen value or none, as backfill gives a first
+// block.
 func replacedTotalDifficulty(chainID uint64, first, block *backend.Block) *uint256.Int {
 	if first.TotalDifficulty == nil || first.TotalDifficulty.Lt(&first.Difficulty) {
 		return frozenTotalDifficulty(chainID, &block.Header)
