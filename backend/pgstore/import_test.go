@@ -201,14 +201,7 @@ func TestImportCommitAnswerLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := dump(t, ref)
-	_, dbURL := pgtest.Shared(t)
-	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
-	schema := pgtest.Schema(t)
-	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, proxy, dbURL, schema := openWriterThroughProxy(t)
 	proxy.LoseCommitAnswers(4)
 	failed := 0
 	for ; ; failed++ {

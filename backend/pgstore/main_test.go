@@ -62,6 +62,24 @@ func openWriter(t testing.TB, opts *pgstore.Options) (*pgstore.Writer, string, s
 	return w, url, o.Schema
 }
 
+// openWriterThroughProxy opens a writer on a new schema of the shared
+// server through a pgtest.Proxy, closed when the test ends, and returns it
+// with the proxy, the server's own URL and the schema.
+func openWriterThroughProxy(t testing.TB) (*pgstore.Writer, *pgtest.Proxy, string, string) {
+	t.Helper()
+	_, url := pgtest.Shared(t)
+	proxy, viaProxy := pgtest.StartProxy(t, url)
+	schema := pgtest.Schema(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, proxy, url, schema
+}
+
 // TestConformance runs the conformance suite on writers, each on a schema
 // of its own.
 func TestConformance(t *testing.T) {

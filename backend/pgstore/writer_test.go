@@ -145,14 +145,7 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 func TestWriterCommitAnswerLost(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
-	_, url := pgtest.Shared(t)
-	proxy, viaProxy := pgtest.StartProxy(t, url)
-	schema := pgtest.Schema(t)
-	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, proxy, url, schema := openWriterThroughProxy(t)
 	s.addMain(t, w, 40)
 
 	proxy.LoseCommitAnswers(1)
