@@ -159,17 +159,17 @@ func (h *Handler) refuseBatch(batch, out []byte, code int, message string) []byt
 }
 
 // payloadSize is what go-ethereum counts of an answer against the response
-// limit: the bytes of its result or error member.
+// limit: the bytes of its result member; an error answer has none, and
+// counts for nothing.
 func payloadSize(answer []byte) int {
 	if len(answer) == 0 {
 		return 0
 	}
 	afterID := valueEnd(answer, len(`{"jsonrpc":"2.0","id":`))
-	member := len(`,"error":`)
-	if bytes.HasPrefix(answer[afterID:], []byte(`,"result":`)) {
-		member = len(`,"result":`)
+	if !bytes.HasPrefix(answer[afterID:], []byte(`,"result":`)) {
+		return 0
 	}
-	return len(answer) - afterID - member - len("}")
+	return len(answer) - afterID - len(`,"result":`) - len("}")
 }
 
 // A message object is a call, a notification (no id: never answered), a

@@ -331,3 +331,27 @@ func TestResponseLimitCountsResults(t *testing.T) {
 		}
 	}
 }
+
+// Error answers count for nothing against the response limit, as in
+// go-ethereum, which counts result bytes alone: after three of them, a
+// call with a result is still answered within 100 bytes.
+func TestResponseLimitSkipsErrors(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(100))
+	var calls []string
+	for range 3 {
+		calls = append(calls, rpcRequest("eth_noSuchMethod", `[]`))
+	}
+	calls = append(calls, rpcRequest("eth_chainId", `[]`))
+	answers := callBatch(t, srv, "["+strings.Join(calls, ",")+"]")
+	if len(answers) != 4 {
+		t.Fatalf("%d answers, want 4", len(answers))
+	}
+	for i, a := range answers[:3] {
+		if a.Error == nil || a.Error.Code != -32601 {
+			t.Errorf("answer %d = %s %+v, want -32601", i, a.Result, a.Error)
+		}
+	}
+	if a := answers[3]; a.Error != nil || string(a.Result) != `"0x1"` {
+		t.Errorf("answer 3 = %s %+v, want \"0x1\"", a.Result, a.Error)
+	}
+}
