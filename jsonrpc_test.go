@@ -27,6 +27,16 @@ func TestEnvelopeErrors(t *testing.T) {
 		{"string", `"x"`, errorAnswer("null", -32600, "invalid request")},
 		{"null", `null`, errorAnswer("null", -32600, "invalid request")},
 		{"boolean", `true`, errorAnswer("null", -32600, "invalid request")},
+		// A number or literal ends where its grammar does, as go-ethereum's
+		// json.Decoder reads it; one the grammar cannot end is no JSON.
+		{"number and what follows", `1x`, errorAnswer("null", -32600, "invalid request")},
+		{"number with a leading zero", `01`, errorAnswer("null", -32600, "invalid request")},
+		{"literal and what follows", `true{}`, errorAnswer("null", -32600, "invalid request")},
+		{"null and what follows", `null[`, errorAnswer("null", -32600, "invalid request")},
+		{"number without its decimals", `1.x`, errorAnswer("null", -32700, "parse error")},
+		{"number without its exponent", `1e+`, errorAnswer("null", -32700, "parse error")},
+		{"minus alone", `-x`, errorAnswer("null", -32700, "parse error")},
+		{"literal cut short", `tru`, errorAnswer("null", -32700, "parse error")},
 		{"empty object", `{}`, errorAnswer("null", -32600, "invalid request")},
 		{"missing jsonrpc", `{"id":7,"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("7", -32600, "invalid request")},
 		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":7,"method":"eth_getBlockByNumber"` + params + `}`, errorAnswer("7", -32600, "invalid request")},

@@ -70,13 +70,54 @@ func valueEnd(data []byte, i int) int {
 			}
 		}
 		return len(data)
-	default: // a number or a literal
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return numberEnd(data, i)
+	default: // a literal, or what is not JSON
+		for _, word := range []string{"true", "false", "null"} {
+			if bytes.HasPrefix(data[i:], []byte(word)) {
+				return i + len(word)
+			}
+		}
 		j := i
 		for j < len(data) && !isDelimiter(data[j]) {
 			j++
 		}
 		return j
 	}
+}
+
+// numberEnd returns the index just past the number that starts at
+// data[i], where the grammar ends it, as encoding/json's Decoder (and so
+// go-ethereum) reads a body: "1x" is the number 1 and what follows. A part
+// the grammar cannot end ("1.", "1e+", "-") is kept, so that the number
+// is found invalid.
+func numberEnd(data []byte, i int) int {
+	digits := func(j int) int {
+		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	j := i
+	if data[j] == '-' {
+		j++
+	}
+	if j < len(data) && data[j] == '0' {
+		j++
+	} else {
+		j = digits(j)
+	}
+	if j < len(data) && data[j] == '.' {
+		j = digits(j + 1)
+	}
+	if j < len(data) && (data[j] == 'e' || data[j] == 'E') {
+		j++
+		if j < len(data) && (data[j] == '+' || data[j] == '-') {
+			j++
+		}
+		j = digits(j)
+	}
+	return j
 }
 
 // nextMember returns where the element or member after the one ending at
