@@ -50,7 +50,7 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 		}
 		c.started, c.empty = true, err != nil
 	}
-	if c.empty || c.last.set && b.Number == c.last.number+1 && b.ParentHash == c.last.hash {
+	if c.Follows(b) {
 		return nil
 	}
 	canonical := func(n uint64) (*backend.Block, error) {
