@@ -140,11 +140,10 @@ func newHTTPClient() *http.Client {
 	}}
 }
 
+// withDefaults fills in the zero values of cfg, whose HTTPClient Open has
+// set already.
 func withDefaults(cfg Config) Config {
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = newHTTPClient()
-	}
-	if cfg.PollInterval <= 0 {
+	if cfg.PollInterval == 0 {
 		cfg.PollInterval = 2 * time.Second
 	}
 	if cfg.Timeout <= 0 {
