@@ -192,7 +192,10 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.K
 // COMMIT went unanswered (the connection lost on the way) is sent again
 // at once under the id it was first sent with, which the database keeps
 // for an hour: a second copy of a flush that was committed adds nothing,
-// and waits for the first to end when it is still being committed.
+// and waits for the first to end when it is still being committed. When
+// ctx ends while the COMMIT's answer is awaited, Record asks the database
+// whether it was committed, for up to 5 s past ctx's end, and returns nil
+// if it was.
 func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	if len(usage) == 0 {
 		return nil
@@ -206,11 +209,18 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	rand.Read(flush)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return record(ctx, tx, flush, usage) })
+		var committing bool
+		committing, err = s.recordOnce(ctx, flush, usage)
 		if errors.Is(err, errRecorded) {
 			return nil
 		}
-		if !isRetryable(err) && (!isConnectionLost(err) || ctx.Err() != nil) {
+		if ctx.Err() != nil {
+			if committing && isConnectionLost(err) && s.committed(ctx, flush) {
+				return nil
+			}
+			break
+		}
+		if !isRetryable(err) && !isConnectionLost(err) {
 			break
 		}
 	}
@@ -223,6 +233,48 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 // errRecorded ends a transaction of Record that finds its flush recorded
 // already.
 var errRecorded = errors.New("pgkeys: the flush was recorded already")
+
+// recordOnce runs one transaction of Record, and reports whether it sent
+// its COMMIT: when it did and heard no answer, the flush may be recorded.
+func (s *Store) recordOnce(ctx context.Context, flush []byte, usage []keystore.Usage) (committing bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := record(ctx, tx, flush, usage); err != nil {
+		tx.Rollback(ctx)
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// outcomeTimeout bounds how long Record, its context ended while its
+// COMMIT went unanswered, asks the database whether it was committed.
+const outcomeTimeout = 5 * time.Second
+
+// committed reports whether the flush of that id was recorded, for a
+// flush whose context ended while its COMMIT went unanswered: without
+// asking, the caller would send its counts again in the next flush. The
+// question is asked on a context of its own (outcomeTimeout at most), by
+// a transaction that takes the id and gives it back, which waits for a
+// COMMIT of that id still running on the server.
+func (s *Store) committed(ctx context.Context, flush []byte) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeTimeout)
+	defer cancel()
+	recorded := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO blockrpc_key_flushes (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, flush)
+		if err != nil {
+			return err
+		}
+		recorded = tag.RowsAffected() == 0
+		return errGiveBack
+	})
+	return errors.Is(err, errGiveBack) && recorded
+}
+
+// errGiveBack rolls back the transaction of committed.
+var errGiveBack = errors.New("pgkeys: the flush's id given back")
 
 // flushMemory is how long the ids of recorded flushes are kept: far
 // longer than Record takes to send a flush again.

@@ -412,6 +412,49 @@ func TestCommitAnswerLost(t *testing.T) {
 	}
 }
 
+// TestCommitAnswerHeld is TestCommitAnswerLost with the flush's context
+// ending while it waits for the COMMIT's answer: the flush was committed,
+// and the next one must not count it again.
+func TestCommitAnswerHeld(t *testing.T) {
+	ctx := context.Background()
+	dbURL := newSchema(t)
+	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
+	s := open(t, viaProxy)
+	_, k, _ := keystore.NewKey("held answers", 0, 0, time.Now())
+	if err := s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := keystore.Open(ctx, s, keystore.Options{Refresh: time.Hour, Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	observer := keys.Observer()
+	const requests = 5
+	for range requests {
+		observer.Request(ctx, blockrpc.RequestInfo{KeyDigest: k.Digest.String(), Written: 100})
+	}
+
+	proxy.HoldCommitAnswers(1)
+	flushCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	first := keys.Flush(flushCtx)
+	cancel()
+	if n := proxy.CommitAnswersToHold(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to hold", n)
+	}
+	if err := keys.Flush(ctx); err != nil {
+		t.Fatalf("the flush after the one whose context ended (%v): %v", first, err)
+	}
+	got, err := open(t, dbURL).Key(ctx, k.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := got.Used; u.Requests != requests || u.Bytes != 100*requests {
+		t.Errorf("a flush whose context ended at its COMMIT (%v), then another: %d requests and %d bytes recorded, want %d and %d",
+			first, u.Requests, u.Bytes, requests, 100*requests)
+	}
+}
+
 func sumRequests(minutes []keystore.Minute) int64 {
 	var n int64
 	for _, m := range minutes {

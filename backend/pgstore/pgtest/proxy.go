@@ -14,13 +14,14 @@ import (
 
 // A Proxy relays the connections made to it to a PostgreSQL server, and
 // can lose the server's answer to a COMMIT as a network failing at that
-// moment does: the server commits, and the client's connection ends
-// before it hears so. The client cannot tell that from a COMMIT that
-// never arrived.
+// moment does: the server commits, and the client's connection ends, or
+// falls silent, before it hears so. The client cannot tell that from a
+// COMMIT that never arrived.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	lose   atomic.Int64 // answers to COMMIT still to lose
+	hold   atomic.Int64 // answers to COMMIT still to hold
 
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
@@ -55,6 +56,16 @@ func (p *Proxy) LoseCommitAnswers(n int) { p.lose.Add(int64(n)) }
 // CommitAnswersToLose returns how many of the answers LoseCommitAnswers
 // asked for are still to be lost.
 func (p *Proxy) CommitAnswersToLose() int { return int(p.lose.Load()) }
+
+// HoldCommitAnswers makes p hold the answers to the next n COMMITs sent
+// through it: each is lost, and its client's connection stays open and
+// silent until the client ends its session or closes the connection, as
+// when the network stalls and the client's context ends first.
+func (p *Proxy) HoldCommitAnswers(n int) { p.hold.Add(int64(n)) }
+
+// CommitAnswersToHold returns how many of the answers HoldCommitAnswers
+// asked for are still to be held.
+func (p *Proxy) CommitAnswersToHold() int { return int(p.hold.Load()) }
 
 func (p *Proxy) accept() {
 	for {
@@ -103,9 +114,8 @@ func (p *Proxy) close() {
 // relay copies the server's bytes to the client as they come, and the
 // client's message by message, to see each COMMIT go by.
 func (p *Proxy) relay(client, server net.Conn) {
-	var losing atomic.Bool
+	var losing, holding atomic.Bool
 	p.wg.Go(func() {
-		defer client.Close()
 		defer server.Close()
 		buf := make([]byte, 32<<10)
 		for {
@@ -117,18 +127,30 @@ func (p *Proxy) relay(client, server net.Conn) {
 			}
 			if n > 0 {
 				if _, werr := client.Write(buf[:n]); werr != nil {
+					client.Close()
 					return
 				}
 			}
 			if err != nil {
+				client.Close()
 				return
 			}
 		}
 	})
-	err := p.relayClient(client, server, &losing)
+	err := p.relayClient(client, server, &losing, &holding)
 	if losing.Load() {
 		// The client hears nothing more; the server's side stays open
 		// until it has answered, so that the COMMIT runs to its end.
+		if holding.Load() {
+			// Until the client ends its session as it closes the
+			// connection (Terminate), as a server would.
+			for {
+				msg, err := readMessage(client, true)
+				if err != nil || msg[0] == 'X' {
+					break
+				}
+			}
+		}
 		client.Close()
 		return
 	}
@@ -139,8 +161,9 @@ func (p *Proxy) relay(client, server net.Conn) {
 }
 
 // relayClient forwards the client's messages to the server until either
-// side fails or a COMMIT's answer is to be lost, which it sets losing for.
-func (p *Proxy) relayClient(client, server net.Conn, losing *atomic.Bool) error {
+// side fails or a COMMIT's answer is to be lost, which it sets losing for,
+// and holding too when the client's connection is to stay open.
+func (p *Proxy) relayClient(client, server net.Conn, losing, holding *atomic.Bool) error {
 	// The startup message has no type byte; SSL and GSS encryption
 	// requests (answered with one byte) come before it in the same form.
 	for {
@@ -162,7 +185,11 @@ func (p *Proxy) relayClient(client, server net.Conn, losing *atomic.Bool) error 
 			return err
 		}
 		commit := msg[0] == 'Q' && bytes.EqualFold(bytes.TrimSpace(bytes.TrimRight(msg[5:], "\x00;")), []byte("commit"))
-		if commit && p.takeLoss() {
+		switch {
+		case commit && take(&p.lose):
+			losing.Store(true)
+		case commit && take(&p.hold):
+			holding.Store(true)
 			losing.Store(true)
 		}
 		if _, err := server.Write(msg); err != nil {
@@ -174,13 +201,14 @@ func (p *Proxy) relayClient(client, server net.Conn, losing *atomic.Bool) error 
 	}
 }
 
-func (p *Proxy) takeLoss() bool {
+// take counts one off n, and reports whether there was one to take.
+func take(n *atomic.Int64) bool {
 	for {
-		n := p.lose.Load()
-		if n <= 0 {
+		v := n.Load()
+		if v <= 0 {
 			return false
 		}
-		if p.lose.CompareAndSwap(n, n-1) {
+		if n.CompareAndSwap(v, v-1) {
 			return true
 		}
 	}
