@@ -360,11 +360,26 @@ func TestDiskFailsFlushes(t *testing.T) {
 		for add() == nil {
 		}
 	})
+	// Close, as a wait of a second between two flushes begins, need
+	// not wait for its end.
+	within("waiting for Pebble's waits to reach a second", func() {
+		for s.disk.flushFailures.Load() < 8 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	n := s.disk.flushFailures.Load()
+	for s.disk.flushFailures.Load() == n {
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
 	within("closing while the disk fails", func() {
 		if err := s.Close(); err != nil {
 			t.Logf("Close: %v", err)
 		}
 	})
+	if took := time.Since(start); took > flushRetryMost/2 {
+		t.Errorf("Close took %v, as Pebble waited %v to try its flush again", took.Round(time.Millisecond), flushRetryMost)
+	}
 	if _, err := s.BlockByHash(t.Context(), c.hashes[0]); !errors.Is(err, ErrClosed) {
 		t.Errorf("a read after Close: %v, want ErrClosed", err)
 	}

@@ -23,10 +23,11 @@ type diskState struct {
 	flushErr atomic.Pointer[error]
 	// flushFailures counts the flushes failed in a row.
 	flushFailures atomic.Int64
-	// failedAt is when Pebble last failed a flush or a compaction, in
-	// Unix nanoseconds, and failure why.
-	failedAt atomic.Int64
-	failure  atomic.Pointer[error]
+	// lastFailure is Pebble's last failed flush or compaction.
+	lastFailure atomic.Pointer[failure]
+	// closing ends the wait of backOff, once the store is closing.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	// Pebble tries a failed flush (see backOff) or compaction again at
 	// once, as often as it fails: its errors are logged once every
@@ -40,6 +41,20 @@ type diskState struct {
 }
 
 const backgroundLogEvery = 10 * time.Second
+
+// failure is a failed flush or compaction, and when it failed.
+type failure struct {
+	at  time.Time
+	err error
+}
+
+func newDiskState(log *slog.Logger) *diskState {
+	return &diskState{log: log, closing: make(chan struct{})}
+}
+
+// close ends a wait of backOff, and those after it, so that Pebble's
+// Close does not wait for one.
+func (d *diskState) close() { d.closeOnce.Do(func() { close(d.closing) }) }
 
 // flushedNothing is the error of a flush that succeeded without a table
 // to write (its keys all deleted), which Pebble does not export.
@@ -74,8 +89,7 @@ func (d *diskState) listener() *pebble.EventListener {
 }
 
 func (d *diskState) backgroundError(err error) {
-	d.failure.Store(&err)
-	d.failedAt.Store(time.Now().UnixNano())
+	d.lastFailure.Store(&failure{at: time.Now(), err: err})
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
@@ -97,11 +111,16 @@ func (d *diskState) backgroundError(err error) {
 // the flush's goroutine before Pebble schedules the next, waits first
 // flushRetryFirst and then twice as long each time, up to
 // flushRetryMost. Pebble holds its lock meanwhile: reads do not take
-// it, writes are refused while flushes fail, and Close waits for the
-// wait to end.
+// it, writes are refused while flushes fail, a read of its metrics waits,
+// and Close ends the wait.
 func (d *diskState) backOff() {
 	n := d.flushFailures.Add(1)
-	time.Sleep(min(flushRetryFirst<<min(n-1, 20), flushRetryMost))
+	wait := time.NewTimer(min(flushRetryFirst<<min(n-1, 20), flushRetryMost))
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-d.closing:
+	}
 }
 
 const (
@@ -159,8 +178,8 @@ const stallMargin = 3
 // succeeds: such a write would wait for good, as one while flushes fail.
 // Pebble's metrics are read only while it fails.
 func (d *diskState) stallRefusal(db *pebble.DB, stopAt int) error {
-	at := d.failedAt.Load()
-	if at == 0 || time.Since(time.Unix(0, at)) > failingFor {
+	last := d.lastFailure.Load()
+	if last == nil || time.Since(last.at) > failingFor {
 		return nil
 	}
 	layers := int(db.Metrics().Levels[0].Sublevels)
@@ -168,7 +187,7 @@ func (d *diskState) stallRefusal(db *pebble.DB, stopAt int) error {
 		return nil
 	}
 	return fmt.Errorf("pebblestore: writes are refused until Pebble can compact its files again: %d layers of files wait for a compaction, and at %d it would hold writes until one succeeds; its last failure: %w",
-		layers, stopAt, *d.failure.Load())
+		layers, stopAt, last.err)
 }
 
 // pebbleLogger passes Pebble's lines to a slog.Logger.

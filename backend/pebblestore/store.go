@@ -209,7 +209,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	disk := &diskState{log: o.Logger}
+	disk := newDiskState(o.Logger)
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref() // the database holds its own reference
 	po := &pebble.Options{
@@ -380,6 +380,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.disk.close()
 	err := s.db.Close()
 	s.cache.Unref()
 	return err
