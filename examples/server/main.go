@@ -304,9 +304,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	if set["follow"] {
-		if _, err = parseEndpoints("-follow", o.follow); err != nil || strings.Contains(o.follow, ",") {
-			return o, errors.New("-follow: want one http or https URL")
+		urls, err := parseEndpoints("-follow", o.follow)
+		switch {
+		case err != nil:
+			return o, err
+		case len(urls) != 1:
+			return o, fmt.Errorf("-follow: want one http or https URL, got %d", len(urls))
 		}
+		o.follow = urls[0] // trimmed, as each of -upstream's
 	}
 	if err := o.checkSource(set); err != nil {
 		return o, err

@@ -38,6 +38,7 @@ func TestSourceFlags(t *testing.T) {
 			upstream: []string{"http://a.example/v3/k", "https://b.example:8443"}, poll: 250 * time.Millisecond},
 		{args: []string{"-follow", "https://node.example/rpc", "-cache", "0", "-rate", "5"}, follow: "https://node.example/rpc"},
 		{args: []string{"-follow", "http://127.0.0.1:8545", "-poll", "1s"}, follow: "http://127.0.0.1:8545", poll: time.Second},
+		{args: []string{"-follow", " http://127.0.0.1:8545 "}, follow: "http://127.0.0.1:8545"},
 	} {
 		o, err := parseFlags(tc.args, io.Discard)
 		if err != nil {
@@ -58,9 +59,9 @@ func TestSourceFlags(t *testing.T) {
 		{[]string{"-upstream", "http://a.example,,http://b.example"}, "URL 2 of 3 is empty"},
 		{[]string{"-upstream", "http://a.example/v3/" + secret + ",ftp://b.example"}, "URL 2 of 2 is not an http or https URL"},
 		{[]string{"-upstream", "127.0.0.1:8545/v3/" + secret}, "URL 1 of 1 is not an http or https URL"},
-		{[]string{"-follow", ""}, "-follow: want one http or https URL"},
-		{[]string{"-follow", "http://a.example/v3/" + secret + ",http://b.example"}, "-follow: want one http or https URL"},
-		{[]string{"-follow", "ws://a.example/" + secret}, "-follow: want one http or https URL"},
+		{[]string{"-follow", ""}, "-follow: URL 1 of 1 is empty"},
+		{[]string{"-follow", "http://a.example/v3/" + secret + ",http://b.example"}, "-follow: want one http or https URL, got 2"},
+		{[]string{"-follow", "ws://a.example/" + secret}, "-follow: URL 1 of 1 is not an http or https URL"},
 		{[]string{"-chain", "chain.jsonl", "-upstream", "http://a.example"}, "give one of them"},
 		{[]string{"-chain", "chain.jsonl", "-follow", "http://a.example"}, "give one of them"},
 		{[]string{"-upstream", "http://a.example", "-follow", "http://b.example"}, "give one of them"},
