@@ -120,7 +120,8 @@
 // load of a dump ends the load and the run (what an import wrote into a
 // persistent store stays). The admin listener shuts down with the same
 // grace. Then the follower of -follow stops, or the backend of -upstream
-// closes, and last the store of -store closes.
+// closes, and last the store of -store closes. A second signal ends the
+// process at once, with status 1.
 //
 // With -upstream the server reads through package backend/upstream: blocks
 // are verified (hashes, roots, sizes, senders, the chain id) and cached by
@@ -202,10 +203,25 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() { exitOnSignal(stop) })
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
+}
+
+// exitOnSignal ends the process at the next SIGINT or SIGTERM, once the
+// first has begun the shutdown: an operator who sends a second will not
+// wait out the grace, or a store's close. The stores are crash-safe.
+func exitOnSignal(stop context.CancelFunc) {
+	stop()
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-again
+		fmt.Fprintf(os.Stderr, "server: a second signal (%v): stopping at once, cutting what is in flight\n", sig)
+		os.Exit(1)
+	}()
 }
 
 type options struct {

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,30 +38,8 @@ func TestShutdownCutsASlowReader(t *testing.T) {
 		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
 	}
 
-	batch := latestBatch(1000)
-	dialer := slowReaderDialer()
-	conn, err := dialer.Dial("tcp", addr[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := readSlowly(t, addr[1], key)
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		key, addr[1], len(batch), batch)
-	// The first byte of the answer: the handler is writing it.
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Read(make([]byte, 1)); err != nil {
-		t.Fatalf("no answer begins: %v", err)
-	}
-	conn.SetReadDeadline(time.Time{})
-	go func() {
-		b := make([]byte, 1)
-		for {
-			if _, err := conn.Read(b); err != nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -77,6 +56,71 @@ func TestShutdownCutsASlowReader(t *testing.T) {
 	}
 	if logs := p.stderr.String(); !regexp.MustCompile(`msg="stopped: cut[^\n]* cut=1 `).MatchString(logs) {
 		t.Errorf("the log does not say that 1 request was cut:\n%s", logs)
+	}
+}
+
+// readSlowly sends a batch of 1,000 calls for the latest block to addr,
+// and reads its answer a byte every 100 ms once the first has come.
+func readSlowly(t *testing.T, addr, key string) net.Conn {
+	t.Helper()
+	batch := latestBatch(1000)
+	conn, err := slowReaderDialer().Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		key, addr, len(batch), batch)
+	// The first byte of the answer: the handler is writing it.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		conn.Close()
+		t.Fatalf("no answer begins: %v", err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	go func() {
+		b := make([]byte, 1)
+		for {
+			if _, err := conn.Read(b); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return conn
+}
+
+// TestSecondSignal sends SIGINT to a server that waits out a long grace
+// for a slow reader, and then SIGINT again, which must end it at once.
+func TestSecondSignal(t *testing.T) {
+	const key = "impatient"
+	p := startBinary(t, "-addr", "127.0.0.1:0", "-grace", "10m", "-chain", bigBlockDump(t, 11_000), "-keys", key)
+	p.waitServing(t)
+	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(p.stdout.String())
+	if addr == nil {
+		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
+	}
+	conn := readSlowly(t, addr[1], key)
+	defer conn.Close()
+
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.stderr.String(), `msg="shutting down"`); {
+		if p.exited() || time.Now().After(deadline) {
+			t.Fatalf("the server does not begin to shut down:\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	code, took := p.wait(t, 30*time.Second)
+	t.Logf("exit status %d, %v after the second SIGINT", code, took.Round(time.Millisecond))
+	if code != 1 {
+		t.Errorf("exit status %d, want 1:\n%s", code, p.stderr.String())
+	}
+	if logs := p.stderr.String(); !strings.Contains(logs, "a second signal (interrupt): stopping at once") {
+		t.Errorf("the server does not say why it stopped at once:\n%s", logs)
 	}
 }
 
