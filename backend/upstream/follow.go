@@ -754,7 +754,11 @@ func (f *Follower) setTag(ctx context.Context, cl *call, tag backend.BlockNumber
 		return
 	}
 	ours, err := f.canonical(ctx, r.num())
-	if err != nil || ours == nil || ours.Hash != r.Hash {
+	if err != nil {
+		f.log.Warn("upstream: a tag's block not read from the store", slog.String("tag", tag.String()), slog.Any("err", err))
+		return
+	}
+	if ours == nil || ours.Hash != r.Hash {
 		return // not held (yet): the tag waits for the chain
 	}
 	if cur, err := f.store.BlockByNumber(ctx, tag); err == nil && cur.Hash == r.Hash {

@@ -87,13 +87,15 @@ func TestFollowNodeBelowStore(t *testing.T) {
 
 // failingStore fails the first calls of some of its methods, as a
 // database does that is restarting: reads of the chain id, writes of it,
-// reads of the first block; and, while flaky is set, every other read of
-// the latest block.
+// reads of the first block; while flaky is set, every other read of the
+// latest block; and while brokenNumber is above 0, the reads of the block
+// of that number.
 type failingStore struct {
 	*memstore.Store
 	chainIDReads, chainIDWrites, earliestReads atomic.Int32
 	flaky                                      atomic.Bool
 	latestReads                                atomic.Int32
+	brokenNumber                               atomic.Int64
 }
 
 var errReset = errors.New("the connection was reset")
@@ -119,7 +121,33 @@ func (s *failingStore) BlockByNumber(ctx context.Context, n backend.BlockNumber)
 	if n == backend.Latest && s.flaky.Load() && s.latestReads.Add(1)%2 == 0 {
 		return nil, errReset
 	}
+	if broken := s.brokenNumber.Load(); broken > 0 && n == backend.BlockNumber(broken) {
+		return nil, errReset
+	}
 	return s.Store.BlockByNumber(ctx, n)
+}
+
+// TestFollowTagStoreFails has the store fail its reads of the block the
+// endpoint marks safe: the tag waits, and the log says why, until the
+// store reads it again.
+func TestFollowTagStoreFails(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(10, chaintest.Txs(1))
+	dst := &failingStore{Store: memstore.New()}
+	f := startFollower(t, dst, newFakeNode(t, b.Store()), upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	dst.brokenNumber.Store(5)
+	if err := b.Store().SetSafe(5); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the log of the safe block not read", func() bool {
+		return len(f.logs.find("a tag's block not read from the store")) > 0
+	})
+	if got := tagNumber(dst, backend.Safe); got >= 0 {
+		t.Errorf("safe set to %d while the store fails to read block 5", got)
+	}
+	dst.brokenNumber.Store(0)
+	waitFor(t, "safe at block 5", func() bool { return tagNumber(dst, backend.Safe) == 5 })
 }
 
 // TestFollowProgressStoreFails fails every other read of the store's
