@@ -33,22 +33,10 @@ func TestShutdownCutsASlowReader(t *testing.T) {
 	const key = "slow-reader"
 	p := startBinary(t, "-addr", "127.0.0.1:0", "-grace", grace.String(), "-chain", bigBlockDump(t, 11_000), "-keys", key)
 	p.waitServing(t)
-	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(p.stdout.String())
-	if addr == nil {
-		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
-	}
-
-	conn := readSlowly(t, addr[1], key)
+	conn := readSlowly(t, p.host(t), key)
 	defer conn.Close()
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code, took := p.wait(t, 30*time.Second)
-	t.Logf("exit status %d, %v after SIGTERM", code, took.Round(time.Millisecond))
-	if code != 0 {
-		t.Errorf("exit status %d, want 0:\n%s", code, p.stderr.String())
-	}
+	took := p.stop(t, syscall.SIGTERM, 30*time.Second, 0)
 	// The margin is for a loaded machine; a server waiting for the client
 	// would take its minutes.
 	if limit := grace + 5*time.Second; took > limit {
@@ -95,11 +83,7 @@ func TestSecondSignal(t *testing.T) {
 	const key = "impatient"
 	p := startBinary(t, "-addr", "127.0.0.1:0", "-grace", "10m", "-chain", bigBlockDump(t, 11_000), "-keys", key)
 	p.waitServing(t)
-	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(p.stdout.String())
-	if addr == nil {
-		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
-	}
-	conn := readSlowly(t, addr[1], key)
+	conn := readSlowly(t, p.host(t), key)
 	defer conn.Close()
 
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
@@ -111,14 +95,7 @@ func TestSecondSignal(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	code, took := p.wait(t, 30*time.Second)
-	t.Logf("exit status %d, %v after the second SIGINT", code, took.Round(time.Millisecond))
-	if code != 1 {
-		t.Errorf("exit status %d, want 1:\n%s", code, p.stderr.String())
-	}
+	p.stop(t, os.Interrupt, 30*time.Second, 1)
 	if logs := p.stderr.String(); !strings.Contains(logs, "a second signal (interrupt): stopping at once") {
 		t.Errorf("the server does not say why it stopped at once:\n%s", logs)
 	}
@@ -157,14 +134,7 @@ func TestSignalDuringLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	code, took := p.wait(t, 15*time.Second)
-	t.Logf("exit status %d, %v after SIGTERM", code, took.Round(time.Millisecond))
-	if code != 0 {
-		t.Errorf("exit status %d, want 0:\n%s", code, p.stderr.String())
-	}
+	p.stop(t, syscall.SIGTERM, 15*time.Second, 0)
 	if logs := p.stderr.String(); !strings.Contains(logs, "load was interrupted") {
 		t.Errorf("the log does not say that the load was interrupted:\n%s", logs)
 	}
@@ -248,6 +218,31 @@ func (p *process) waitServing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// host returns the host and port of the endpoint the server printed.
+func (p *process) host(t *testing.T) string {
+	t.Helper()
+	addr := regexp.MustCompile(`http://([^/\s]+)/v3/`).FindStringSubmatch(p.stdout.String())
+	if addr == nil {
+		t.Fatalf("no endpoint printed:\n%s", p.stdout.String())
+	}
+	return addr[1]
+}
+
+// stop sends sig and waits for the process to exit with status want,
+// killing it after limit; it returns how long the process took.
+func (p *process) stop(t *testing.T, sig os.Signal, limit time.Duration, want int) time.Duration {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	code, took := p.wait(t, limit)
+	t.Logf("exit status %d, %v after %v", code, took.Round(time.Millisecond), sig)
+	if code != want {
+		t.Errorf("exit status %d after %v, want %d:\n%s", code, sig, want, p.stderr.String())
+	}
+	return took
 }
 
 // wait waits for the process to exit and returns its status and the time

@@ -3,6 +3,7 @@ package pgkeys_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -367,48 +368,25 @@ func sameMinutes(got, want []keystore.Minute) bool {
 // takes, each request counts once.
 func TestCommitAnswerLost(t *testing.T) {
 	ctx := context.Background()
-	dbURL := newSchema(t)
-	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
-	s := open(t, viaProxy)
-	_, k, _ := keystore.NewKey("lost answers", 0, 0, time.Now())
-	if err := s.Create(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := keystore.Open(ctx, s, keystore.Options{Refresh: time.Hour, Flush: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keys.Close()
-	observer := keys.Observer()
-	const requests = 7
-	for range requests {
-		observer.Request(ctx, blockrpc.RequestInfo{KeyDigest: k.Digest.String(), Written: 100})
-	}
-
-	proxy.LoseCommitAnswers(1)
+	u := countThroughProxy(t, "lost answers", 7)
+	u.proxy.LoseCommitAnswers(1)
 	flushes := 0
+	var err error
 	for ; flushes < 3; flushes++ {
-		if err = keys.Flush(ctx); err == nil {
+		if err = u.keys.Flush(ctx); err == nil {
 			break
 		}
 	}
 	if err != nil {
 		t.Fatalf("%d flushes failed, the last with %v", flushes, err)
 	}
-	if n := proxy.CommitAnswersToLose(); n != 0 {
+	if n := u.proxy.CommitAnswersToLose(); n != 0 {
 		t.Fatalf("no COMMIT went through the proxy: %d answers still to lose", n)
 	}
-	got, err := open(t, dbURL).Key(ctx, k.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u := got.Used; u.Requests != requests || u.Bytes != 100*requests {
-		t.Errorf("after %d failed flushes and one that succeeded: %d requests and %d bytes recorded, want %d and %d",
-			flushes, u.Requests, u.Bytes, requests, 100*requests)
-	}
-	minutes, err := s.Minutes(ctx, k.ID, time.Time{})
-	if sum := sumRequests(minutes); err != nil || sum != requests {
-		t.Errorf("the minutes count %d requests (%v), want %d", sum, err, requests)
+	u.check(t, fmt.Sprintf("after %d failed flushes and one that succeeded", flushes))
+	minutes, err := u.store.Minutes(ctx, u.id, time.Time{})
+	if sum := sumRequests(minutes); err != nil || sum != u.requests {
+		t.Errorf("the minutes count %d requests (%v), want %d", sum, err, u.requests)
 	}
 }
 
@@ -416,11 +394,39 @@ func TestCommitAnswerLost(t *testing.T) {
 // ending while it waits for the COMMIT's answer: the flush was committed,
 // and the next one must not count it again.
 func TestCommitAnswerHeld(t *testing.T) {
+	u := countThroughProxy(t, "held answers", 5)
+	u.proxy.HoldCommitAnswers(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	first := u.keys.Flush(ctx)
+	cancel()
+	if n := u.proxy.CommitAnswersToHold(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to hold", n)
+	}
+	if err := u.keys.Flush(context.Background()); err != nil {
+		t.Fatalf("the flush after the one whose context ended (%v): %v", first, err)
+	}
+	u.check(t, fmt.Sprintf("a flush whose context ended at its COMMIT (%v), then another", first))
+}
+
+// counted is a key's usage counted by a keystore.Keys whose store
+// reaches the database through a proxy, not yet flushed.
+type counted struct {
+	proxy    *pgtest.Proxy
+	store    *pgkeys.Store // through the proxy
+	direct   string        // the database's URL, not through the proxy
+	keys     *keystore.Keys
+	id       string
+	requests int64
+}
+
+// countThroughProxy counts requests of 100 bytes each against a new key.
+func countThroughProxy(t *testing.T, label string, requests int64) *counted {
+	t.Helper()
 	ctx := context.Background()
 	dbURL := newSchema(t)
 	proxy, viaProxy := pgtest.StartProxy(t, dbURL)
 	s := open(t, viaProxy)
-	_, k, _ := keystore.NewKey("held answers", 0, 0, time.Now())
+	_, k, _ := keystore.NewKey(label, 0, 0, time.Now())
 	if err := s.Create(ctx, k); err != nil {
 		t.Fatal(err)
 	}
@@ -428,30 +434,24 @@ func TestCommitAnswerHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer keys.Close()
+	t.Cleanup(func() { keys.Close() })
 	observer := keys.Observer()
-	const requests = 5
 	for range requests {
 		observer.Request(ctx, blockrpc.RequestInfo{KeyDigest: k.Digest.String(), Written: 100})
 	}
+	return &counted{proxy: proxy, store: s, direct: dbURL, keys: keys, id: k.ID, requests: requests}
+}
 
-	proxy.HoldCommitAnswers(1)
-	flushCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	first := keys.Flush(flushCtx)
-	cancel()
-	if n := proxy.CommitAnswersToHold(); n != 0 {
-		t.Fatalf("no COMMIT went through the proxy: %d answers still to hold", n)
-	}
-	if err := keys.Flush(ctx); err != nil {
-		t.Fatalf("the flush after the one whose context ended (%v): %v", first, err)
-	}
-	got, err := open(t, dbURL).Key(ctx, k.ID)
+// check reads the key's totals from the database, not through the proxy:
+// each request must count once.
+func (c *counted) check(t *testing.T, after string) {
+	t.Helper()
+	got, err := open(t, c.direct).Key(context.Background(), c.id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := got.Used; u.Requests != requests || u.Bytes != 100*requests {
-		t.Errorf("a flush whose context ended at its COMMIT (%v), then another: %d requests and %d bytes recorded, want %d and %d",
-			first, u.Requests, u.Bytes, requests, 100*requests)
+	if u := got.Used; u.Requests != c.requests || u.Bytes != 100*c.requests {
+		t.Errorf("%s: %d requests and %d bytes recorded, want %d and %d", after, u.Requests, u.Bytes, c.requests, 100*c.requests)
 	}
 }
 
