@@ -65,3 +65,21 @@ func OpenWriterMigrating(ctx context.Context, url string, opts *Options, name, s
 	set.Files = files
 	return openWriter(ctx, url, opts, set)
 }
+
+// OpenReaderOfVersion is OpenReader for a pgstore of a newer version,
+// reading tables at version.
+func OpenReaderOfVersion(ctx context.Context, url string, opts *Options, version int) (*Reader, error) {
+	o := opts.withDefaults()
+	pool, err := openPool(ctx, url, &o)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{}
+	r.init(pool, o, version)
+	if err := r.Refresh(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	r.startPolling()
+	return r, nil
+}

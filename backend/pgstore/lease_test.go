@@ -283,6 +283,60 @@ func TestReaderOfMigratedTables(t *testing.T) {
 	}
 }
 
+// TestNewReaderOfStandbyBehind upgrades the tables with a newer writer,
+// and runs a reader of that version whose poll then reaches a standby
+// that has not replayed the migration: its version row and head row are
+// older. That is a server behind the one polled before, passed over as
+// an older head row is; once the standby catches up, the reader serves
+// on, where it would fail every read with ErrMigrated for good.
+func TestNewReaderOfStandbyBehind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := buildShared()
+	older, url, schema := openWriter(t, nil)
+	s.importMain(t, older, 10, 0)
+	older.Close()
+	newer, err := pgstore.OpenWriterMigrating(ctx, url, &pgstore.Options{Schema: schema}, "0002_marker.sql", `CREATE TABLE newer_marker (id INT)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close()
+	version := pgstore.SchemaVersion() + 1
+	r, err := pgstore.OpenReaderOfVersion(ctx, url, &pgstore.Options{Schema: schema, PollInterval: time.Hour}, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := s.main.Block(7)
+	if b, err := r.BlockByNumber(ctx, 7); err != nil || b.Hash != want.Hash {
+		t.Fatalf("block 7: %v, %v", b, err)
+	}
+
+	conn := pgtest.Connect(t, url)
+	standby := func(versionRow int, headVersions string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "blockrpc_pgstore_version"}.Sanitize()+` SET version = $1`, versionRow); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "head"}.Sanitize()+` SET version = version `+headVersions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	standby(version-1, "- 5")
+	if err := r.Refresh(ctx); err != nil {
+		t.Errorf("a poll of a standby behind the migration: %v", err)
+	}
+	standby(version, "+ 5")
+	if err := r.Refresh(ctx); err != nil {
+		t.Errorf("a poll once the standby caught up: %v", err)
+	}
+	for _, n := range []backend.BlockNumber{7, backend.Latest} {
+		if b, err := r.BlockByNumber(ctx, n); err != nil {
+			t.Errorf("block %v once the standby caught up: %v, %v", n, b, err)
+		}
+	}
+}
+
 // TestReaderNeedsTables checks that a reader of a schema no writer made
 // says so.
 func TestReaderNeedsTables(t *testing.T) {

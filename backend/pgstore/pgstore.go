@@ -58,9 +58,10 @@
 // SELECT, so it may read from a hot standby; it never writes. A head row
 // older than the last one read, as a standby further behind gives it, is
 // passed over, so that a Reader may also poll several standbys behind one
-// address. Each poll also reads the tables' version: once a writer of
-// another version has migrated them, every read fails with ErrMigrated
-// until a Reader of their version replaces this one.
+// address. Each poll also reads the tables' version: once a writer of a
+// newer version has migrated them, every read fails with ErrMigrated
+// until a Reader of their version replaces this one. An older version is
+// a standby behind the migration, passed over as an older head row is.
 //
 // # CockroachDB
 //

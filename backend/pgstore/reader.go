@@ -208,6 +208,12 @@ func (r *Reader) refresh(ctx context.Context) error {
 			err = nil
 		}
 	}
+	if tables.Valid && tables.Int64 < int64(r.schema) {
+		// Migrations only go forward: a server behind this reader's
+		// migration (a standby that has not replayed it yet) is behind
+		// the one polled before, and passed over as below.
+		return nil
+	}
 	if tables.Valid && tables.Int64 != int64(r.schema) {
 		m := *old
 		m.migrated = fmt.Errorf("%w: they are at version %d and this reader reads version %d: restart it with a build that reads version %d",
@@ -252,10 +258,15 @@ func (r *Reader) refresh(ctx context.Context) error {
 	case pendingBody != nil:
 		st.pending, st.pendingErr = decodePending(pendingTD, pendingBody)
 	}
-	for _, err := range []error{st.chainIDErr, st.pendingErr} {
-		if err != nil && st.version != old.version {
-			r.opts.Logger.Error("pgstore: a damaged value of the head row: its reads fail, the others are served", "err", err)
-		}
+	// Each damaged value is logged once, as it is first read.
+	damaged := func(err error) {
+		r.opts.Logger.Error("pgstore: a damaged value of the head row: its reads fail, the others are served", "err", err)
+	}
+	if st.chainIDErr != nil && (old.chainIDErr == nil || st.chainIDErr.Error() != old.chainIDErr.Error()) {
+		damaged(st.chainIDErr)
+	}
+	if st.pendingErr != nil && st.pendingVersion != old.pendingVersion {
+		damaged(st.pendingErr)
 	}
 	if st.reorgVersion != old.reorgVersion {
 		r.cache.resetHints(st.reorgVersion)
@@ -404,10 +415,12 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	// the one polled, where one address leads to several) has the blocks
 	// of the chain read, unless it has not got them yet, or a
 	// reorganisation has replaced them since.
+	// Past the ends of the chain read, there is no block to miss.
 	behind := err == nil && headVersion < st.version && (hash == nil || reorgVersion != st.reorgVersion)
+	outside := !st.hasCanonical || n < st.earliest || n > st.latest
 	switch {
-	case errors.Is(err, pgx.ErrNoRows) && !st.hasCanonical:
-		return nil, backend.ErrNotFound // an empty store
+	case (errors.Is(err, pgx.ErrNoRows) || behind) && outside:
+		return nil, backend.ErrNotFound
 	case errors.Is(err, pgx.ErrNoRows), behind:
 		return nil, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
 	case err != nil:

@@ -222,6 +222,14 @@ func TestDamagedHeadValues(t *testing.T) {
 	}
 	defer r2.Close()
 	check("a reader opened after", r2)
+	for n := uint64(41); n <= 43; n++ { // new head rows, the same damage
+		if err := w.SetSafe(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := strings.Count(log.String(), "level=ERROR"); got != 1 {
 		t.Errorf("%d errors logged, want one:\n%s", got, log.String())
 	}
@@ -272,6 +280,29 @@ func TestDamagedHeadValues(t *testing.T) {
 	}
 	if id, err := r.ChainID(ctx); err != nil || id != chainID {
 		t.Errorf("the chain id set right: %d (%v)", id, err)
+	}
+}
+
+// TestReaderBehindPastLatest reads numbers past the latest block of the
+// head row polled, on a server behind it (PolledAhead, as in
+// TestReaderMissingRow): there is no block there on either server, and a
+// client that waits for the next block by asking for it must be told
+// null, not an error, whichever standby its read reaches.
+func TestReaderBehindPastLatest(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, &pgstore.Options{CacheBytes: -1})
+	s.addMain(t, w, 40)
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, CacheBytes: -1, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	pgstore.PolledAhead(r, 45, s.main.Block(45).Hash, false)
+	for _, n := range []backend.BlockNumber{46, 50, 1000} {
+		if b, err := r.BlockByNumber(ctx, n); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("block %d, past the latest (45) of the head row polled, on a server at 40: %v, %v; want ErrNotFound", n, b, err)
+		}
 	}
 }
 
