@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,5 +221,59 @@ func TestBatchConcurrency(t *testing.T) {
 	wg.Wait()
 	if n := g.maxInside.Load(); n != 1 {
 		t.Errorf("%d batches rendered at once, want 1", n)
+	}
+}
+
+// smallSendBuffers makes every accepted connection's kernel send buffer
+// small, as a slow or distant client's connection fills it.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		c.(*net.TCPConn).SetWriteBuffer(4 << 10)
+	}
+	return c, err
+}
+
+// TestBatchSlotLetGoWhileClientReads has a client that does not read the
+// answer to its batch, one chunk written whole, while the handler has one
+// batch slot: another client's batch is answered all the same.
+func TestBatchSlotLetGoWhileClientReads(t *testing.T) {
+	c := newTestChain(t)
+	srv := httptest.NewUnstartedServer(newHandler(c.store, blockrpc.WithBatchConcurrency(1)))
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	// About 50 KB of answers: one chunk, so written whole at the end.
+	calls := make([]string, 16)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x1",true]}`, i)
+	}
+	big := "[" + strings.Join(calls, ",") + "]"
+	if status, out := post(t, srv, big); status != http.StatusOK || len(out) < 30<<10 || len(out) > 60<<10 {
+		t.Fatalf("the batch answer is %d bytes (status %d), want 30-60 KB for this test", len(out), status)
+	}
+
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2<<10) })
+	}}
+	conn, err := d.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", testKey, len(big), big)
+	time.Sleep(500 * time.Millisecond) // its answer is being written, and blocks
+
+	client := &http.Client{Timeout: 3 * time.Second}
+	start := time.Now()
+	resp, err := client.Post(srv.URL+"/v3/"+testKey, "application/json",
+		strings.NewReader(`[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}]`))
+	if err != nil {
+		t.Errorf("another client's one-call batch was not answered while a stalled client holds the only batch slot: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
+	} else {
+		resp.Body.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"errors"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -125,8 +126,7 @@ func (a *answerWriter) flushFull() {
 	}
 }
 
-// flush writes the answers held, starting the stream if need be. The batch
-// slot is let go first: a slow client must not hold up other batches.
+// flush writes the answers held, starting the stream if need be.
 func (a *answerWriter) flush() {
 	if !a.streaming {
 		a.startStream()
@@ -137,7 +137,6 @@ func (a *answerWriter) flush() {
 		a.zip.Write(data) // writes to a bytes.Buffer cannot fail
 		data = a.zipped.Bytes()
 	}
-	a.releaseSlot()
 	a.writeBody(data)
 	*a.buf = (*a.buf)[:0]
 	if cap(*a.buf) > 4*chunkSize {
@@ -188,7 +187,12 @@ func (a *answerWriter) finish(observed bool) {
 		}
 	}
 	if (a.streaming || observed) && a.err == nil {
-		a.err = http.NewResponseController(a.w).Flush()
+		a.releaseSlot()
+		// A writer that cannot flush (one of a middleware that does not
+		// pass Flush on) has not failed: what was written is on its way.
+		if err := http.NewResponseController(a.w).Flush(); !errors.Is(err, http.ErrNotSupported) {
+			a.err = err
+		}
 	}
 }
 
@@ -259,8 +263,11 @@ func (a *answerWriter) send(status int, body []byte) {
 }
 
 // writeBody writes to the client, counting the bytes waiting to be written
-// against the handler's total.
+// against the handler's total. The batch slot is let go first, whether the
+// answer is streamed or sent whole: a client that reads slowly, or not at
+// all, must not hold up other batches.
 func (a *answerWriter) writeBody(data []byte) {
+	a.releaseSlot()
 	if a.err != nil || len(data) == 0 {
 		return
 	}
