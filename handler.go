@@ -277,8 +277,8 @@ func (h *Handler) observeRequest(ctx context.Context, a *answerWriter, info *Req
 	info.Status = a.status
 	info.Written = a.written
 	info.Errors = a.errors
-	if a.status != http.StatusOK && info.Errors == 0 {
-		info.Errors = 1
+	if a.status != http.StatusOK && a.status != http.StatusNoContent && info.Errors == 0 {
+		info.Errors = 1 // a refusal; 204 is a preflight answered
 	}
 	// A client that went away before its answer was complete may not make
 	// the last write fail (it closed without a byte to read), but it

@@ -106,8 +106,10 @@ func (h *Handler) batch(ctx context.Context, batch []byte, elements [][2]int, a 
 			// answered, not run.
 			code, message := h.errorCode(ctx, ctx.Err(), "")
 			*out = h.refuseCall(element, *out, code, message)
+			h.observeCall(ctx, element, (*out)[start:], time.Now(), 0)
 		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
 			*out = h.refuseCall(element, *out, codeResponseTooLarge, "response too large")
+			h.observeCall(ctx, element, (*out)[start:], time.Now(), 0)
 		default:
 			*out = h.answer(ctx, element, *out)
 			size += payloadSize((*out)[start:])
@@ -188,7 +190,9 @@ func classify(raw []byte) (request, []byte, int) {
 	q, ok := parseRequest(raw)
 	name := stringText(q.method)
 	switch {
-	case ok && q.validVersion() && q.validID() && len(q.method) == 0 && q.params == nil && (q.result != nil || q.errorMember != nil):
+	// As go-ethereum decodes a message: a method of "" or null is no
+	// method, an error of null no error; a result of null is a result.
+	case ok && q.validVersion() && q.validID() && len(name) == 0 && q.params == nil && (q.result != nil || (q.errorMember != nil && string(q.errorMember) != "null")):
 		return q, name, response
 	case !ok || !q.validVersion() || len(name) == 0:
 		return q, name, invalid
@@ -228,19 +232,27 @@ func (h *Handler) answer(ctx context.Context, raw, out []byte) []byte {
 	}
 	start, mark := time.Now(), len(out)
 	out = h.reply(ctx, raw, out)
-	if len(out) > mark {
-		size := len(out) - mark
-		if shared, ok := ctx.Value(sharedResultKey{}).(*sharedResult); ok {
-			size += len(shared.json)
-		}
-		h.cfg.observer.Call(ctx, CallInfo{
-			Method:   h.served(classifiedName(raw)),
-			Code:     answerCode(out[mark:]),
-			Duration: time.Since(start),
-			Bytes:    size,
-		})
+	shared := 0
+	if s, ok := ctx.Value(sharedResultKey{}).(*sharedResult); ok {
+		shared = len(s.json)
 	}
+	h.observeCall(ctx, raw, out[mark:], start, shared)
 	return out
+}
+
+// observeCall tells the observer of the answer to raw, begun at start,
+// whose bytes are answer and shared more held apart (a cached result it
+// refers to). A message not answered (a notification) is not told of.
+func (h *Handler) observeCall(ctx context.Context, raw, answer []byte, start time.Time, shared int) {
+	if len(answer) == 0 || h.cfg.observer == nil || h.cfg.observer.Call == nil {
+		return
+	}
+	h.cfg.observer.Call(ctx, CallInfo{
+		Method:   h.served(classifiedName(raw)),
+		Code:     answerCode(answer),
+		Duration: time.Since(start),
+		Bytes:    len(answer) + shared,
+	})
 }
 
 // served returns the name of a method the handler serves, and "" for any

@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
@@ -103,5 +106,101 @@ func TestObservedBackendLends(t *testing.T) {
 	serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1000",true]`)))
 	if len(seen) != 1 || !errors.Is(seen[0].Err, backend.ErrNotFound) {
 		t.Errorf("a block the chain lacks: the observer saw %+v, want ErrNotFound", seen)
+	}
+}
+
+// statusRecorder is the usual logging middleware's ResponseWriter: it
+// embeds the writer to note the status, and neither flushes nor unwraps.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// TestObserverCutBehindMiddleware serves behind middleware whose writer
+// cannot flush: an answer the client read whole is not cut.
+func TestObserverCutBehindMiddleware(t *testing.T) {
+	seen := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) { seen <- r }}
+	h := newHandler(newTestChain(t).store, blockrpc.WithObserver(obs))
+	for name, wrapped := range map[string]http.Handler{
+		"logging middleware": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(&statusRecorder{ResponseWriter: w}, r)
+		}),
+		// The standard library's timeout middleware, which the Handler's
+		// doc points to ("timeouts are the caller's, set ... by middleware").
+		"http.TimeoutHandler": http.TimeoutHandler(h, 10*time.Second, "timeout"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := serve(t, wrapped)
+			status, out := post(t, srv, latestBlock)
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, out)
+			}
+			checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
+			if r := <-seen; r.Cut {
+				t.Errorf("RequestInfo.Cut = true for an answer the client read whole (%d bytes): %+v", len(out), r)
+			}
+		})
+	}
+}
+
+// TestObserverPreflightIsNoError checks that a CORS preflight answered is
+// not counted as an error.
+func TestObserverPreflightIsNoError(t *testing.T) {
+	const allowed = "https://app.example"
+	seen := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) { seen <- r }}
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithCORS(allowed), blockrpc.WithObserver(obs))
+	resp, _ := send(t, newRequest(t, http.MethodOptions, srv.URL+"/v3/"+testKey, "",
+		"Origin", allowed, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "content-type"))
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("preflight status %d", resp.StatusCode)
+	}
+	if r := <-seen; r.Errors != 0 {
+		t.Errorf("a successful CORS preflight is observed with Errors = %d, want 0: %+v", r.Errors, r)
+	}
+}
+
+// TestObserverCallForRefusedBatchCalls checks that Observer.Call hears of
+// the calls of a batch answered without being run ("response too large").
+func TestObserverCallForRefusedBatchCalls(t *testing.T) {
+	var mu sync.Mutex
+	var calls []blockrpc.CallInfo
+	reqs := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{
+		Call: func(_ context.Context, c blockrpc.CallInfo) {
+			mu.Lock()
+			calls = append(calls, c)
+			mu.Unlock()
+		},
+		Request: func(_ context.Context, r blockrpc.RequestInfo) { reqs <- r },
+	}
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithObserver(obs), blockrpc.WithResponseLimit(100))
+	one := rpcRequest("eth_getBlockByNumber", `["0x1",false]`)
+	body := "[" + strings.Join([]string{one, one, one}, ",") + "]"
+	answers := callBatch(t, srv, body)
+	if len(answers) != 3 {
+		t.Fatalf("%d answers", len(answers))
+	}
+	tooLarge := 0
+	for _, a := range answers {
+		if a.Error != nil && a.Error.Code == -32003 {
+			tooLarge++
+		}
+	}
+	if tooLarge == 0 {
+		t.Fatalf("no call was refused as too large; answers %+v", answers)
+	}
+	req := <-reqs // told after the answer was written, so after every Call
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != len(answers) {
+		t.Errorf("Observer.Call was called %d times for a batch of %d answered calls (%d answered -32003); RequestInfo.Errors = %d",
+			len(calls), len(answers), tooLarge, req.Errors)
 	}
 }
