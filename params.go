@@ -143,9 +143,10 @@ func (h *hashArg) UnmarshalJSON(raw []byte) error {
 // errors as go-ethereum names it.
 type subscriptionID struct{}
 
-// UnmarshalJSON accepts any string.
+// UnmarshalJSON accepts any string, and null, which go-ethereum decodes
+// into its string type as "".
 func (subscriptionID) UnmarshalJSON(raw []byte) error {
-	if raw[0] == '"' {
+	if raw[0] == '"' || raw[0] == 'n' {
 		return nil
 	}
 	return errors.New("json: cannot unmarshal " + jsonKind(raw) + " into Go value of type rpc.ID")

@@ -34,6 +34,14 @@ func TestParityWithGeth(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"subscription not found"}}`},
 		{"unsubscribe without an id", `{"jsonrpc":"2.0","id":1,"method":"eth_unsubscribe","params":[]}`,
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"missing value for required argument 0"}}`},
+		{"unsubscribe null", `{"jsonrpc":"2.0","id":1,"method":"eth_unsubscribe","params":[null]}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"subscription not found"}}`},
+		// It decodes a message before it tells a response: an error of
+		// null is none.
+		{"a null error and no method", `{"jsonrpc":"2.0","id":1,"error":null}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request"}}`},
+		{"a null error and no method, in a batch", `[{"jsonrpc":"2.0","id":1,"error":null}]`,
+			`[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request"}}]`},
 		{"unsubscribe a number", `{"jsonrpc":"2.0","id":1,"method":"eth_unsubscribe","params":[9]}`,
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"invalid argument 0: json: cannot unmarshal number into Go value of type rpc.ID"}}`},
 		// Invalid UTF-8 in a method name comes back as U+FFFD.
@@ -61,6 +69,9 @@ func TestResponsesAreDropped(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"result":"0x1"}`,
 		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`,
 		`[{"jsonrpc":"2.0","id":1,"result":null}]`,
+		// A method of "" or null is no method, once decoded.
+		`{"jsonrpc":"2.0","id":1,"method":"","result":1}`,
+		`{"jsonrpc":"2.0","id":1,"method":null,"result":1}`,
 	} {
 		if status, out := post(t, srv, body); status != http.StatusOK || len(out) != 0 {
 			t.Errorf("%s: %d %q, want an empty 200", body, status, out)
