@@ -36,7 +36,8 @@ type Limiter interface {
 	// may run now under limit, taking them if so; when not, retryAfter is
 	// how long until they may (0 when they never can, for more calls than
 	// the burst). An error means the decision could not be made; the
-	// request is then refused with 503.
+	// request is then refused with 503, as it is when Allow, or the
+	// KeyLimit of the handler's keys, panics.
 	Allow(ctx context.Context, id string, limit Limit, calls int) (ok bool, retryAfter time.Duration, err error)
 }
 
@@ -144,13 +145,7 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []b
 	if h.cfg.limiter == nil {
 		return true
 	}
-	limit := h.cfg.defaultLimit
-	if kl, ok := h.cfg.keys.(KeyLimits); ok {
-		if own, ok := kl.KeyLimit(ctx, c.key); ok {
-			limit = own
-		}
-	}
-	ok, retryAfter, err := h.cfg.limiter.Allow(ctx, c.digest, limit, calls)
+	limit, ok, retryAfter, err := h.limit(ctx, c, calls)
 	var code int
 	var message string
 	switch {
@@ -178,4 +173,23 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []b
 		*out = appendError(*out, echoedID(q), code, message)
 	}
 	return false
+}
+
+// limit asks the key's limit and the limiter whether calls may run. A
+// panic in either, the user's code, is the limiter failing, as the key
+// validator's is: the request is refused, the server goes on.
+func (h *Handler) limit(ctx context.Context, c caller, calls int) (limit Limit, ok bool, retryAfter time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok, err = false, fmt.Errorf("rate limiter panicked: %v", p)
+		}
+	}()
+	limit = h.cfg.defaultLimit
+	if kl, isKL := h.cfg.keys.(KeyLimits); isKL {
+		if own, found := kl.KeyLimit(ctx, c.key); found {
+			limit = own
+		}
+	}
+	ok, retryAfter, err = h.cfg.limiter.Allow(ctx, c.digest, limit, calls)
+	return limit, ok, retryAfter, err
 }

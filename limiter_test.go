@@ -175,3 +175,40 @@ func TestLimiterNeverSeesTheKey(t *testing.T) {
 		t.Errorf("the limiter's failure is not in the log:\n%s", logs.String())
 	}
 }
+
+// panickingLimiter panics, as a limiter with a bug does.
+type panickingLimiter struct{}
+
+func (panickingLimiter) Allow(context.Context, string, blockrpc.Limit, int) (bool, time.Duration, error) {
+	panic("index out of range")
+}
+
+// panickingLimits is a KeyValidator whose KeyLimit panics.
+type panickingLimits struct{ *blockrpc.KeySet }
+
+func (panickingLimits) KeyLimit(context.Context, string) (blockrpc.Limit, bool) {
+	panic("nil map")
+}
+
+// TestLimiterPanics has the limiter, and then a key's own limit, panic:
+// the request is refused as when the limiter fails, and the server goes
+// on serving, as it does when a key validator panics.
+func TestLimiterPanics(t *testing.T) {
+	c := newTestChain(t)
+	for name, opts := range map[string][]blockrpc.Option{
+		"the limiter": {blockrpc.WithKeys(blockrpc.NewKeySet(testKey)), blockrpc.WithLimiter(panickingLimiter{}, slowly)},
+		"a key's limit": {blockrpc.WithKeys(panickingLimits{blockrpc.NewKeySet(testKey)}),
+			blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := serve(t, blockrpc.NewHandler(blockrpc.NewService(c.store), append(opts, blockrpc.WithLogger(slog.New(slog.DiscardHandler)))...))
+			for range 2 {
+				status, out := postTo(t, srv.URL+"/v3/"+testKey, latestBlock)
+				if status != http.StatusServiceUnavailable {
+					t.Fatalf("status %d (%s), want 503", status, out)
+				}
+				checkError(t, parseAnswer(t, out), -32000, "rate limiter unavailable")
+			}
+		})
+	}
+}
