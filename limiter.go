@@ -99,6 +99,9 @@ func (l *RateLimiter) Allow(_ context.Context, id string, limit Limit, calls int
 	}
 	if delay := r.DelayFrom(now); delay > 0 {
 		r.CancelAt(now)
+		if delay == rate.InfDuration {
+			delay = 0 // a rate of 0, its burst spent: never
+		}
 		return false, delay, nil
 	}
 	return true, 0, nil
@@ -161,9 +164,13 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []b
 		a.answerStatus = http.StatusTooManyRequests
 		a.w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
 		code, message = codeLimitExceeded, "request rate exceeded"
-	default:
+	case calls > limit.Burst:
 		a.answerStatus = http.StatusTooManyRequests
 		code, message = codeLimitExceeded, fmt.Sprintf("request rate exceeded: %d calls at once are more than the limit allows (%d)", calls, limit.Burst)
+	default:
+		// Never again: a limit whose rate is 0, spent.
+		a.answerStatus = http.StatusTooManyRequests
+		code, message = codeLimitExceeded, "request rate exceeded"
 	}
 	out := a.out()
 	if body[0] == '[' {

@@ -48,6 +48,27 @@ func TestLimiterRefusesPastTheBurst(t *testing.T) {
 	}
 }
 
+// TestLimiterRateZero spends a limit that never refills: the calls past
+// it are refused for good, without a Retry-After to wait for.
+func TestLimiterRateZero(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 0, Burst: 2}))
+	for i := range 2 {
+		if status, out := post(t, srv, latestBlock); status != http.StatusOK {
+			t.Fatalf("call %d within the burst: %d %s", i, status, out)
+		}
+	}
+	for range 2 {
+		resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, latestBlock, "Content-Type", "application/json"))
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("a call past a burst that never refills: status %d, want 429", resp.StatusCode)
+		}
+		if after := resp.Header.Get("Retry-After"); after != "" {
+			t.Errorf("Retry-After %q for a limit that never refills, want none", after)
+		}
+		checkError(t, parseAnswer(t, out), -32005, "request rate exceeded")
+	}
+}
+
 // TestLimiterCountsEveryCallOfABatch checks that a batch takes one unit
 // per call and is refused whole, running nothing, when the units left are
 // fewer than its calls.
