@@ -25,6 +25,8 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		// A page may read how long a rate limit asks it to wait.
+		w.Header()["Access-Control-Expose-Headers"] = exposedHeaders
 		return false
 	}
 	w.Header().Set("Access-Control-Allow-Methods", "POST")
@@ -33,3 +35,7 @@ func (h *Handler) cors(w http.ResponseWriter, r *http.Request) bool {
 	w.WriteHeader(http.StatusNoContent)
 	return true
 }
+
+// exposedHeaders are the headers of an answer, beyond those a browser
+// shows any page, that a page of an allowed origin may read.
+var exposedHeaders = []string{"Retry-After"}

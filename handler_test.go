@@ -361,6 +361,9 @@ func TestCORS(t *testing.T) {
 		if vary := strings.Join(resp.Header.Values("Vary"), ","); !strings.Contains(vary, "Origin") {
 			t.Errorf("Vary: %q, want Origin", vary)
 		}
+		if got := resp.Header.Get("Access-Control-Expose-Headers"); got != "Retry-After" {
+			t.Errorf("Access-Control-Expose-Headers: %q, want Retry-After, which a page that was refused must read to wait", got)
+		}
 		checkBlockNumber(t, resultObject(t, parseAnswer(t, out)), "0x3")
 	})
 	t.Run("refusal to an allowed origin", func(t *testing.T) {
