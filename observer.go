@@ -53,7 +53,7 @@ type RequestInfo struct {
 	// Status is the HTTP status of the answer.
 	Status int
 	// Calls is the number of calls in a batch, 1 for a single call, and
-	// 0 when the body was not read.
+	// 0 when the body was not read, or was not JSON (a parse error).
 	Calls int
 	// Batch reports whether the body was a batch.
 	Batch bool
