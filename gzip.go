@@ -36,13 +36,14 @@ func acceptsGzip(r *http.Request) bool {
 }
 
 // weight returns the q parameter of an Accept-Encoding entry: 1 when it is
-// absent, 0 when it does not parse.
+// absent, 0 when it does not parse or is not a weight (0 to 1), so that a
+// coding named with a bad weight is refused, not taken as not named.
 func weight(params string) float64 {
 	for param := range strings.SplitSeq(params, ";") {
 		name, value, _ := strings.Cut(strings.TrimSpace(param), "=")
 		if strings.EqualFold(strings.TrimSpace(name), "q") {
 			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-			if err != nil {
+			if err != nil || !(q >= 0 && q <= 1) {
 				return 0
 			}
 			return q

@@ -264,6 +264,8 @@ func TestGzip(t *testing.T) {
 		{"any encoding", "*", large, true},
 		{"any encoding with a weight among others", "br, *;q=0.5", large, true},
 		{"any encoding but gzip", "gzip;q=0, *", large, false},
+		{"any encoding but gzip, weighed out of range", "gzip;q=-1, *", large, false},
+		{"any encoding but gzip, weighed NaN", "gzip;q=NaN, *", large, false},
 		{"any encoding refused", "*;q=0", large, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
