@@ -53,11 +53,7 @@ type Backend struct {
 	cfg     Config
 	eps     []*endpoint
 	chainID uint64
-	// idChecked is set for each endpoint once its chain id is known to be
-	// the Backend's.
-	idChecked []atomic.Bool
-
-	view atomic.Pointer[view]
+	view    atomic.Pointer[view]
 	// stale is set while the view is older than staleAfter (see watch).
 	stale  atomic.Bool
 	cache  *blockCache
@@ -107,7 +103,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 const minPollInterval = time.Millisecond
 
 func open(ctx context.Context, cfg Config) (*Backend, error) {
-	b := &Backend{cfg: cfg, idChecked: make([]atomic.Bool, len(cfg.Endpoints)), done: make(chan struct{})}
+	b := &Backend{cfg: cfg, done: make(chan struct{})}
 	if cfg.CacheBytes > 0 {
 		b.cache = newBlockCache(cfg.CacheBytes)
 	}
@@ -202,11 +198,9 @@ func (b *Backend) learnChainID(ctx context.Context) error {
 			b.endpointFailed(ctx, ep, "eth_chainId", errs[i], time.Now())
 		case !known:
 			b.chainID, known = *ids[i], true
-			b.idChecked[i].Store(true)
-		case *ids[i] != b.chainID:
-			b.wrongChain(ep, *ids[i])
+			ep.learnedChain(*ids[i], b.chainID)
 		default:
-			b.idChecked[i].Store(true)
+			b.learnedChain(ep, *ids[i])
 		}
 	}
 	if !known {
@@ -215,11 +209,14 @@ func (b *Backend) learnChainID(ctx context.Context) error {
 	return nil
 }
 
-func (b *Backend) wrongChain(ep *endpoint, id uint64) {
-	ep.mu.Lock()
-	ep.wrongChain = true
-	ep.mu.Unlock()
+// learnedChain records an endpoint's chain id, logs one of another chain,
+// and reports whether it is the Backend's.
+func (b *Backend) learnedChain(ep *endpoint, id uint64) bool {
+	if ep.learnedChain(id, b.chainID) {
+		return true
+	}
 	b.cfg.Logger.Error("upstream: endpoint serves another chain; it will not be used", "endpoint", ep.name, "chainId", id, "want", b.chainID)
+	return false
 }
 
 // track polls until Close.
@@ -368,7 +365,15 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 			return c.block, nil
 		}
 	}
-	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false)
+	var only func(*endpoint) bool
+	if final {
+		// A final block comes from an endpoint whose chain is known to
+		// hold the finalized block: any other may be on a branch that
+		// does not, and its block would be served for that number for
+		// good.
+		only = func(ep *endpoint) bool { return ep == v.from || ep.finalizedIs(v.finalized) }
+	}
+	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false, only)
 	if err != nil {
 		return nil, err
 	}
@@ -409,15 +414,19 @@ func (b *Backend) watch(ctx context.Context) {
 
 // BlockByHash implements backend.Backend.
 func (b *Backend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
-	// The head the tracker saw is not denied by a lagging endpoint either:
-	// a client that was just given it as the latest block asks for it next.
-	v := b.view.Load()
-	return b.blockByHash(ctx, hash, v != nil && v.head.hash == hash && hash != backend.Hash{})
+	// A block the tracker saw is not denied by a lagging endpoint either:
+	// a client that was just given the latest block asks for it next, or
+	// for its parent.
+	got, err := b.verifiedByHash(ctx, hash, b.view.Load().tracked(hash))
+	if err != nil {
+		return nil, err
+	}
+	return got.block, nil
 }
 
 // UncleByBlockHashAndIndex implements backend.Backend.
 func (b *Backend) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
-	got, err := b.verifiedByHash(ctx, hash, false)
+	got, err := b.verifiedByHash(ctx, hash, b.view.Load().tracked(hash))
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +454,7 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 		}
 	}
 	return b.flight.do(ctx, flightKey{hash, known}, func(ctx context.Context) (*verified, error) {
-		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known)
+		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -456,10 +465,11 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 	})
 }
 
-// fetch asks the endpoints in turn for a block until one gives one that
-// verifies, with its total difficulty settled.
-func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool) (*verified, error) {
-	return b.failover(ctx, fmt.Sprintf("%s %v", method, arg), known, func(ctx context.Context, ep *endpoint) (*verified, error) {
+// fetch asks the endpoints in turn (those only allows, when given) for a
+// block until one gives one that verifies, with its total difficulty
+// settled.
+func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool, only func(*endpoint) bool) (*verified, error) {
+	return b.failover(ctx, fmt.Sprintf("%s %v", method, arg), known, only, func(ctx context.Context, ep *endpoint) (*verified, error) {
 		got, err := ep.fetchBlock(ctx, method, arg, b.chainID)
 		if err == nil && got != nil {
 			err = isAsked(ep, arg, got)
@@ -468,16 +478,20 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool)
 	})
 }
 
-// failover calls get with each endpoint in turn, within the per-endpoint
-// timeout, until one gives a block, then settles its total difficulty. An
-// endpoint's null is believed (backend.ErrNotFound) unless known is set; a
-// failure or a block that does not verify moves on to the next endpoint.
-// It stops when ctx is done.
-func (b *Backend) failover(ctx context.Context, what string, known bool, get func(context.Context, *endpoint) (*verified, error)) (*verified, error) {
+// failover calls get with each endpoint in turn (those only allows, when
+// given), within the per-endpoint timeout, until one gives a block, then
+// settles its total difficulty. An endpoint's null is believed
+// (backend.ErrNotFound) unless known is set; a failure or a block that
+// does not verify moves on to the next endpoint. It stops when ctx is
+// done.
+func (b *Backend) failover(ctx context.Context, what string, known bool, only func(*endpoint) bool, get func(context.Context, *endpoint) (*verified, error)) (*verified, error) {
 	v := b.view.Load()
 	var errs []error
 	nulls := 0
 	for _, ep := range order(b.eps, time.Now(), v.best, b.cfg.MaxLag) {
+		if only != nil && !only(ep) {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -528,7 +542,7 @@ func isAsked(ep *endpoint, arg any, got *verified) error {
 // pending fetches the pending block from the endpoints, verified as far
 // as it can be: it is never cached.
 func (b *Backend) pending(ctx context.Context) (*backend.Block, error) {
-	got, err := b.failover(ctx, "pending", false, func(ctx context.Context, ep *endpoint) (*verified, error) {
+	got, err := b.failover(ctx, "pending", false, nil, func(ctx context.Context, ep *endpoint) (*verified, error) {
 		return ep.fetchPending(ctx, b.chainID, func(h backend.Hash) (*backend.Block, error) {
 			return b.blockByHash(ctx, h, true)
 		})

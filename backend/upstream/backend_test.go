@@ -202,7 +202,7 @@ func TestFetchOfAKnownHashNotShared(t *testing.T) {
 	down.Store(true)
 	hold := make(chan struct{})
 	lagging.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
-		if down.Load() {
+		if down.Load() && !asksFor(r, "eth_chainId") {
 			w.WriteHeader(http.StatusInternalServerError)
 			return true
 		}
@@ -211,8 +211,9 @@ func TestFetchOfAKnownHashNotShared(t *testing.T) {
 		}
 		return false
 	})
-	// The lagging endpoint fails at the first poll: the view is the other
-	// one's, and the lagging one is preferred again once its backoff ends.
+	// The lagging endpoint fails at the first poll (its chain id known):
+	// the view is the other one's, and the lagging one is preferred again
+	// once its backoff ends.
 	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, lagging.URL, upToDate.URL)
 	down.Store(false)
 	eventually(t, "the lagging endpoint to be preferred again", func() bool {
@@ -565,5 +566,162 @@ func TestEndpointChainIDFails(t *testing.T) {
 	}
 	if got.Hash != good.Head().Hash {
 		t.Errorf("latest is block %d %s of the other chain, want block %d %s", got.Number, got.Hash, good.Head().Number, good.Head().Hash)
+	}
+}
+
+// TestUncheckedChainIsNotUsed has the preferred endpoint, which serves
+// another chain, down when Open learns the chain id, so that the second
+// sets it. Back and past its backoff, but with its chain id not yet asked
+// by a poll, it is not read from: its blocks, without transactions, would
+// not tell their chain.
+func TestUncheckedChainIsNotUsed(t *testing.T) {
+	mine := chaintest.New(chaintest.Config{Seed: 1, ChainID: 1337})
+	mine.AddBlocks(10, nil)
+	other := chaintest.New(chaintest.Config{Seed: 77, ChainID: 1338})
+	other.AddBlocks(10, nil) // no transactions, which would tell their chain
+	good, wrong := newFakeNode(t, mine.Store()), newFakeNode(t, other.Store())
+	wrong.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle, ReorgDepth: 2}, wrong.URL, good.URL)
+	if id, _ := up.ChainID(context.Background()); id != 1337 {
+		t.Fatalf("chain id %d, want 1337", id)
+	}
+	wrong.SetFault(nil)
+	time.Sleep(600 * time.Millisecond) // past the first backoff (500 ms)
+
+	got, err := up.BlockByNumber(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := mine.Block(3); got.Hash != want.Hash {
+		t.Errorf("block 3 is %s, the block of the endpoint on chain 1338 (%s); want this chain's %s",
+			got.Hash, other.Block(3).Hash, want.Hash)
+	}
+}
+
+// TestTrackedHashNotDenied has the preferred endpoint fail and a second,
+// two blocks behind, answer null for the parent of the latest block, which
+// a client asks for next: the tracker saw it, so it is not said not to
+// exist, by hash as by number, nor are its uncles.
+func TestTrackedHashNotDenied(t *testing.T) {
+	store := faultChain(t)
+	head := storeBlock(t, store, backend.Latest)
+	parent := storeBlock(t, store, backend.BlockNumber(head.Number-1))
+	primary, lagging := newFakeNode(t, store), newFakeNode(t, prefixStore(t, store, head.Number-2))
+	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, primary.URL, lagging.URL)
+	ctx := context.Background()
+	latest, err := up.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Hash != head.Hash {
+		t.Fatalf("latest: %v", err)
+	}
+	primary.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	got, err := up.BlockByHash(ctx, latest.ParentHash)
+	if errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("block %d %s, the parent of the latest block the Backend served and in the tracker's view, answered not found (a client gets null): %v",
+			parent.Number, parent.Hash, err)
+	}
+	if err == nil && got.Hash != parent.Hash {
+		t.Fatalf("wrong block %s", got.Hash)
+	}
+	if _, err := up.UncleByBlockHashAndIndex(ctx, latest.ParentHash, 0); errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the uncle 0 of block %d, in the tracker's view, answered not found: %v", parent.Number, err)
+	}
+}
+
+// TestFinalNumberFromTheFinalizedChain has the tracker's endpoint
+// finalize block 20 of branch a, and a second endpoint, within MaxLag,
+// follow branch b, which left a at block 5 (a node stuck on a minority
+// fork). While the first fails, block 10, final, is not read from the
+// second, and once the first is back it is branch a's.
+func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
+	a := chaintest.New(chaintest.Config{Seed: 41})
+	a.AddBlocks(30, chaintest.Txs(1))
+	fork := a.Fork(5)
+	fork.AddBlocks(26, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("minority"))
+		chaintest.Txs(1)(i, g)
+	})
+	storeA := copyStore(t, a.Store(), nil)
+	if err := storeA.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	storeB := copyBlocks(t, a.Store(), fork.Head())
+	want := storeBlock(t, storeA, 10)
+	if other := storeBlock(t, storeB, 10); other.Hash == want.Hash {
+		t.Fatal("the branches share block 10")
+	}
+	good, forked := newFakeNode(t, storeA), newFakeNode(t, storeB)
+	up := openUp(t, upstream.Config{PollInterval: idle}, good.URL, forked.URL)
+	ctx := context.Background()
+	if f, err := up.BlockByNumber(ctx, backend.Finalized); err != nil || f.Number != 20 {
+		t.Fatalf("finalized: %v", err)
+	}
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	first, err := up.BlockByNumber(ctx, 10)
+	good.SetFault(nil)
+	if err == nil && first.Hash != want.Hash {
+		t.Errorf("while the tracker's endpoint failed, final block 10 was served from the minority fork: %s", first.Hash)
+	}
+	got, err := up.BlockByNumber(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != want.Hash {
+		t.Errorf("after the tracker's endpoint is back, final block 10 is %s (extraData %q), the other fork's; want %s on the finalized chain",
+			got.Hash, got.ExtraData, want.Hash)
+	}
+}
+
+// TestNewlyFinalServedFromCache reads blocks 11 to 40 while the tracker
+// follows them (finalized 10), then moves finality to 30 and takes the
+// endpoint down: the blocks finalized since, cached, are served by number
+// from the cache, as any final block cached is.
+func TestNewlyFinalServedFromCache(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 8})
+	b.AddBlocks(40, chaintest.Txs(1))
+	store := b.Store()
+	if err := store.SetFinalized(10); err != nil {
+		t.Fatal(err)
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, Timeout: 200 * time.Millisecond}, node.URL)
+	ctx := context.Background()
+	for n := backend.BlockNumber(11); n <= 40; n++ {
+		if _, err := up.BlockByNumber(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.SetFinalized(30); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "finalized 30", func() bool {
+		got, err := up.BlockByNumber(ctx, backend.Finalized)
+		return err == nil && got.Number == 30
+	})
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	var failed []backend.BlockNumber
+	for n := backend.BlockNumber(11); n <= 30; n++ {
+		got, err := up.BlockByNumber(ctx, n)
+		if err != nil {
+			failed = append(failed, n)
+			continue
+		}
+		if got.Hash != b.Block(uint64(n)).Hash {
+			t.Fatalf("block %d: wrong block", n)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("cached blocks finalized since the last poll not answered by number from the cache while the endpoint is down: %v", failed)
 	}
 }

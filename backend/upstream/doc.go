@@ -17,7 +17,11 @@
 // blocks. Blocks are cached by hash, which makes them immutable; numbers
 // are mapped to hashes in the cache only at or below the finalized block,
 // and above it through the tracker's view of the canonical chain, which a
-// reorg replaces at once.
+// reorg replaces at once. A block at or below the finalized block is read
+// only from an endpoint whose chain holds that finalized block, and a
+// block the tracker saw is not taken to be missing on the word of an
+// endpoint that lags. An endpoint is read from only once its chain id is
+// known to be the chain's.
 //
 // A Follower copies a chain from an endpoint into a store that can be
 // written (a backend.Writer, such as memstore) and keeps it current,

@@ -16,12 +16,16 @@ type endpoint struct {
 	skipUntil time.Time
 	failures  int
 	lastErr   error
-	// head is the number of its latest block at the last poll.
+	// head is the number of its latest block at the last poll, and
+	// finalized its finalized block then, if it had one.
 	head      uint64
 	headKnown bool
+	finalized *ref
 	// wrongChain is set for an endpoint that serves another chain: it is
-	// never used again.
+	// never used again. chainKnown is set once its chain id is known to be
+	// the Backend's: until then its blocks may be another chain's.
 	wrongChain bool
+	chainKnown bool
 }
 
 const (
@@ -57,10 +61,18 @@ func (e *endpoint) succeeded() int {
 	return ended
 }
 
-func (e *endpoint) setHead(number uint64) {
+func (e *endpoint) setHead(number uint64, finalized *ref) {
 	e.mu.Lock()
-	e.head, e.headKnown = number, true
+	e.head, e.headKnown, e.finalized = number, true, finalized
 	e.mu.Unlock()
+}
+
+// finalizedIs reports whether the endpoint's finalized block at its last
+// poll was f.
+func (e *endpoint) finalizedIs(f *ref) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return f != nil && e.finalized != nil && *e.finalized == *f
 }
 
 // errWaiting marks an endpoint that a poll left alone: it is waiting out
@@ -74,12 +86,13 @@ func (e *endpoint) waiting(now time.Time) bool {
 	return now.Before(e.skipUntil)
 }
 
-// usable reports whether the endpoint is worth asking now: not waiting out
-// a failure and not lagging more than maxLag blocks behind best.
+// usable reports whether the endpoint is worth asking now: known to serve
+// the chain, not waiting out a failure and not lagging more than maxLag
+// blocks behind best.
 func (e *endpoint) usable(now time.Time, best, maxLag uint64) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.wrongChain || now.Before(e.skipUntil) {
+	if !e.chainKnown || now.Before(e.skipUntil) {
 		return false
 	}
 	return !e.headKnown || e.head >= best || best-e.head <= maxLag
@@ -96,8 +109,9 @@ type EndpointStatus struct {
 
 // order returns the endpoints to try, in the order of preference: the
 // usable ones first, then, as a last resort, those being skipped (an
-// answer from one is better than none). Endpoints on another chain are
-// left out.
+// answer from one is better than none). Endpoints not known to serve the
+// chain (another's, or one whose chain id has yet to be asked) are left
+// out: a block without signed transactions would not tell.
 func order(eps []*endpoint, now time.Time, best, maxLag uint64) []*endpoint {
 	out := make([]*endpoint, 0, len(eps))
 	var rest []*endpoint
@@ -105,15 +119,39 @@ func order(eps []*endpoint, now time.Time, best, maxLag uint64) []*endpoint {
 		switch {
 		case e.usable(now, best, maxLag):
 			out = append(out, e)
-		case !e.isWrongChain():
+		case e.onChain():
 			rest = append(rest, e)
 		}
 	}
 	return append(out, rest...)
 }
 
+// onChain reports whether the endpoint is known to serve the chain.
+func (e *endpoint) onChain() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.chainKnown
+}
+
+// learnedChain records the endpoint's chain id, want being the Backend's,
+// and reports whether the two agree: one that serves another chain is
+// never used again.
+func (e *endpoint) learnedChain(id, want uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.chainKnown, e.wrongChain = id == want, id != want
+	return e.chainKnown
+}
+
 func (e *endpoint) isWrongChain() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.wrongChain
+}
+
+// chainAsked reports whether the endpoint's chain id is known, either way.
+func (e *endpoint) chainAsked() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.chainKnown || e.wrongChain
 }

@@ -31,6 +31,8 @@ type view struct {
 	// at is when an endpoint last answered a poll: tags older than a
 	// poll or two are not served (see Backend.tag).
 	at time.Time
+	// from is the endpoint whose chain the view is.
+	from *endpoint
 }
 
 // ref is a block the tracker knows by number and hash.
@@ -41,6 +43,24 @@ type ref struct {
 
 // isFinal reports whether n is at or below the finalized block.
 func (v *view) isFinal(n uint64) bool { return v.finalized != nil && n <= v.finalized.number }
+
+// tracked reports whether the tracker saw hash on the chain: its head, a
+// block of its window, or its safe or finalized block. An endpoint that
+// answers null for such a hash lags, and is not believed.
+func (v *view) tracked(hash backend.Hash) bool {
+	switch {
+	case v == nil || hash == backend.Hash{}:
+		return false
+	case v.head.hash == hash, v.safe != nil && v.safe.hash == hash, v.finalized != nil && v.finalized.hash == hash:
+		return true
+	}
+	for _, h := range v.canon {
+		if h == hash {
+			return true
+		}
+	}
+	return false
+}
 
 // polled is what one endpoint answered to a poll.
 type polled struct {
@@ -168,7 +188,7 @@ func (b *Backend) poll(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = b.pollOne(ctx, ep, !b.idChecked[i].Load())
+			results[i] = b.pollOne(ctx, ep, !ep.chainAsked())
 		}()
 	}
 	wg.Wait()
@@ -178,20 +198,16 @@ func (b *Backend) poll(ctx context.Context) error {
 		if r.err == errWrongChain || r.err == errWaiting {
 			continue
 		}
-		if r.err == nil && r.gotID {
-			b.idChecked[i].Store(true)
-			if r.chainID != b.chainID {
-				b.wrongChain(r.ep, r.chainID)
-				results[i].err = errWrongChain
-				continue
-			}
+		if r.err == nil && r.gotID && !b.learnedChain(r.ep, r.chainID) {
+			results[i].err = errWrongChain
+			continue
 		}
 		if r.err != nil {
 			b.endpointFailed(ctx, r.ep, "poll", r.err, now)
 			continue
 		}
 		b.endpointAnswered(ctx, r.ep)
-		r.ep.setHead(r.head.number)
+		r.ep.setHead(r.head.number, r.finalized.ref())
 	}
 	// The view is the first endpoint's, in the order of preference, that
 	// is within MaxLag of the best head and whose chain holds together
@@ -235,11 +251,11 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	old := b.view.Load()
 	if old != nil && old.head.hash == p.head.hash && sameRef(old.safe, p.safe.ref()) && sameRef(old.finalized, p.finalized.ref()) {
 		v := *old
-		v.best, v.at = best, time.Now()
+		v.best, v.at, v.from = best, time.Now(), p.ep
 		b.view.Store(&v)
 		return nil
 	}
-	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best, at: time.Now()}
+	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best, at: time.Now(), from: p.ep}
 	switch {
 	case v.finalized != nil && v.finalized.number < v.head.number && v.head.number-v.finalized.number <= maxTracked:
 		v.low = v.finalized.number + 1
@@ -247,10 +263,12 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 		v.low = v.head.number - b.cfg.ReorgDepth
 	}
 	// The walk goes down to the old finalized block too, so that the
-	// blocks finalized since the last poll can be marked final.
+	// blocks finalized since the last poll can be marked final: from the
+	// old view, mostly. After a jump of finality (a long outage), no
+	// further than maxTracked below the new finalized block.
 	walkLow := v.low
 	if old != nil && old.finalized != nil && v.finalized != nil && old.finalized.number < v.low {
-		walkLow = max(old.finalized.number+1, min(v.low, v.finalized.number))
+		walkLow = max(old.finalized.number+1, v.finalized.number-min(v.finalized.number, maxTracked))
 	}
 	hashes, reorgDepth, err := b.walk(ctx, p.ep, old, p.head, walkLow)
 	if err != nil {
