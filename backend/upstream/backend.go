@@ -378,7 +378,7 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		return nil, err
 	}
 	if b.cache != nil {
-		b.cache.put(got, final)
+		got = b.cache.put(got, final)
 	}
 	return got.block, nil
 }
@@ -459,7 +459,7 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 			return nil, err
 		}
 		if b.cache != nil {
-			b.cache.put(got, false)
+			got = b.cache.put(got, false)
 		}
 		return got, nil
 	})

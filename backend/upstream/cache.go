@@ -97,8 +97,10 @@ func (c *blockCache) byNumber(n uint64) *verified {
 
 // put caches v, and maps its number to it when final is set (the block is
 // at or below the finalized one). A block larger than a shard's bound is
-// not cached.
-func (c *blockCache) put(v *verified, final bool) {
+// not cached. It returns the block to answer with: the one cached before
+// when that one is as complete, so that every answer of a block is the
+// same, with its total difficulty once a copy had it settled.
+func (c *blockCache) put(v *verified, final bool) *verified {
 	h := v.block.Hash
 	s := c.shard(h)
 	cost := blockCost(v)
@@ -108,15 +110,26 @@ func (c *blockCache) put(v *verified, final bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[h]; e != nil {
-		e.touch()
-		if final && !e.final {
-			e.final = true
-			c.numbers.Store(v.block.Number, e)
+		if e.v.block.TotalDifficulty != nil || v.block.TotalDifficulty == nil {
+			e.touch()
+			if final && !e.final {
+				e.final = true
+				c.numbers.Store(v.block.Number, e)
+			}
+			return e.v
 		}
-		return
+		// A copy with its total difficulty settled replaces the entry
+		// (readers of the old one keep a block that does not change).
+		final = final || e.final
+		s.clock.Remove(e.el)
+		delete(s.entries, h)
+		s.used -= e.cost
+		if e.final {
+			c.numbers.CompareAndDelete(e.v.block.Number, e)
+		}
 	}
 	if cost > s.bound {
-		return
+		return v
 	}
 	for s.used+cost > s.bound {
 		el := s.clock.Back()
@@ -139,6 +152,7 @@ func (c *blockCache) put(v *verified, final bool) {
 	if final {
 		c.numbers.Store(v.block.Number, e)
 	}
+	return v
 }
 
 // finalize maps n to the block h if it is cached: the tracker saw it

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/holiman/uint256"
 )
 
 // TestCacheNumbersBounded fills a small cache from several goroutines at
@@ -59,5 +60,30 @@ func TestCacheNumbersBounded(t *testing.T) {
 	})
 	if stale > 0 {
 		t.Errorf("%d numbers map blocks evicted from the cache (%d map cached ones)", stale, cached)
+	}
+}
+
+// TestCacheKeepsTheSettledCopy puts copies of one block with and without
+// its total difficulty, as fetches of it by hash and by number that meet
+// give them: every put answers with the copy that has it, once one had.
+func TestCacheKeepsTheSettledCopy(t *testing.T) {
+	c := newBlockCache(1 << 20)
+	copyOf := func(td *uint256.Int) *verified {
+		return &verified{block: &backend.Block{Header: backend.Header{Number: 7}, Hash: backend.Hash{7}, Size: 100, TotalDifficulty: td}}
+	}
+	unsettled, settled := copyOf(nil), copyOf(uint256.NewInt(1234))
+	if got := c.put(unsettled, false); got != unsettled {
+		t.Fatal("the first copy put is not the one answered with")
+	}
+	if got := c.put(settled, true); got.block.TotalDifficulty == nil {
+		t.Error("a copy with its total difficulty, put after one without, is answered without it")
+	}
+	if got := c.put(copyOf(nil), false); got.block.TotalDifficulty == nil {
+		t.Error("a copy without its total difficulty, put after one with, is answered without it")
+	}
+	for what, got := range map[string]*verified{"by hash": c.get(backend.Hash{7}), "by number": c.byNumber(7)} {
+		if got == nil || got.block.TotalDifficulty == nil {
+			t.Errorf("%s: %v, want the copy with its total difficulty", what, got)
+		}
 	}
 }
