@@ -297,10 +297,19 @@ func (b *Backend) Status() []EndpointStatus {
 // that a dead endpoint is one warning and one recovery, not a line per
 // poll; a block that does not verify is always an error.
 func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
+	b.endpointFailedAt(ctx, ep, what, err, now, false)
+}
+
+// readFailed is endpointFailed for a block read.
+func (b *Backend) readFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
+	b.endpointFailedAt(ctx, ep, what, err, now, true)
+}
+
+func (b *Backend) endpointFailedAt(ctx context.Context, ep *endpoint, what string, err error, now time.Time, read bool) {
 	if ctx.Err() != nil {
 		return // the request, or the Backend, was closed: not the endpoint's fault
 	}
-	inARow := ep.failed(err, now)
+	inARow := ep.failed(err, now, read)
 	level := slog.LevelWarn
 	var ve *VerifyError
 	switch {
@@ -312,10 +321,10 @@ func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string,
 	b.cfg.Logger.LogAttrs(ctx, level, "upstream: endpoint failed", slog.String("endpoint", ep.name), slog.String("request", what), slog.Int("in_a_row", inARow), slog.String("err", err.Error()))
 }
 
-// endpointAnswered records a success, and logs the recovery of an
-// endpoint that was failing.
-func (b *Backend) endpointAnswered(ctx context.Context, ep *endpoint) {
-	if failures := ep.succeeded(); failures > 0 {
+// endpointAnswered records a success, of a block read when read is set,
+// and logs the recovery of an endpoint that was failing.
+func (b *Backend) endpointAnswered(ctx context.Context, ep *endpoint, read bool) {
+	if failures := ep.succeeded(read); failures > 0 {
 		b.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "upstream: endpoint recovered", slog.String("endpoint", ep.name), slog.Int("after_failures", failures))
 	}
 }
@@ -506,16 +515,16 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			b.endpointFailed(ctx, ep, what, err, time.Now())
+			b.readFailed(ctx, ep, what, err, time.Now())
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
 			if !known {
-				b.endpointAnswered(ctx, ep)
+				b.endpointAnswered(ctx, ep, true)
 				return nil, backend.ErrNotFound
 			}
 			nulls++
 		default:
-			b.endpointAnswered(ctx, ep)
+			b.endpointAnswered(ctx, ep, true)
 			return got, nil
 		}
 	}

@@ -16,6 +16,9 @@ type endpoint struct {
 	skipUntil time.Time
 	failures  int
 	lastErr   error
+	// readFailed is set when the last failure was a block read's: an
+	// answer to a poll does not end it, only a block read that succeeds.
+	readFailed bool
 	// head is the number of its latest block at the last poll, and
 	// finalized its finalized block then, if it had one.
 	head      uint64
@@ -33,12 +36,13 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
-// failed records a failure: the endpoint is skipped for a while, for as
-// long as a 429 or 503 asked when it did. It returns how many failures in
-// a row this makes.
-func (e *endpoint) failed(err error, now time.Time) int {
+// failed records a failure, of a block read when read is set: the
+// endpoint is skipped for a while, for as long as a 429 or 503 asked when
+// it did. It returns how many failures in a row this makes.
+func (e *endpoint) failed(err error, now time.Time, read bool) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.readFailed = read
 	wait := minBackoff << min(e.failures, 10)
 	wait = min(wait, maxBackoff)
 	var se *StatusError
@@ -51,13 +55,19 @@ func (e *endpoint) failed(err error, now time.Time) int {
 	return e.failures
 }
 
-// succeeded records an answer that held together, and returns how many
-// failures in a row it ends.
-func (e *endpoint) succeeded() int {
+// succeeded records an answer that held together, of a block read when
+// read is set, and returns how many failures in a row it ends. An endpoint
+// whose block reads fail (a node that serves blocks that do not verify, or
+// fails to serve them) answers polls all the same: only a read ends those
+// failures, so that its wait keeps growing.
+func (e *endpoint) succeeded(read bool) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.readFailed && !read {
+		return 0
+	}
 	ended := e.failures
-	e.failures, e.lastErr, e.skipUntil = 0, nil, time.Time{}
+	e.failures, e.lastErr, e.skipUntil, e.readFailed = 0, nil, time.Time{}, false
 	return ended
 }
 

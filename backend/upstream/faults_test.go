@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -552,5 +553,42 @@ func TestFarHead(t *testing.T) {
 				t.Errorf("the secondary's status %+v, want healthy and not lagging", st[1])
 			}
 		})
+	}
+}
+
+// TestReadFailuresOutlastPolls has the preferred endpoint answer its polls
+// and fail every block read, as a node that cannot serve its blocks does:
+// its polls do not end its failures, so that it waits longer each time
+// rather than be tried, and said to recover, after every poll.
+func TestReadFailuresOutlastPolls(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 12})
+	b.AddBlocks(60, chaintest.Txs(1))
+	broken, good := newFakeNode(t, b.Store()), newFakeNode(t, b.Store())
+	var reads atomic.Int32
+	broken.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if !asksFor(r, "eth_getBlockByHash") {
+			return false
+		}
+		reads.Add(1)
+		http.Error(w, "no such table", http.StatusInternalServerError)
+		return true
+	})
+	logs := &logRecorder{}
+	up := openUp(t, upstream.Config{PollInterval: 10 * time.Millisecond, Logger: slog.New(logs)}, broken.URL, good.URL)
+	ctx := context.Background()
+	start := time.Now()
+	for n := uint64(0); n <= 60 && time.Since(start) < 2500*time.Millisecond; n++ {
+		if _, err := up.BlockByHash(ctx, b.Block(n).Hash); err != nil {
+			t.Fatalf("block %d: %v", n, err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if recovered := logs.find("endpoint recovered"); len(recovered) > 0 {
+		t.Errorf("the endpoint whose every block read fails was said to recover %d times", len(recovered))
+	}
+	// Waiting 0.5, 1 and 2 s: 3 reads in 2.5 s, where one after each
+	// poll past half a second would be 5 or more.
+	if n := reads.Load(); n > 4 {
+		t.Errorf("the endpoint whose every block read fails was read from %d times in 2.5 s", n)
 	}
 }

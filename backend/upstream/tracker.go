@@ -206,7 +206,7 @@ func (b *Backend) poll(ctx context.Context) error {
 			b.endpointFailed(ctx, r.ep, "poll", r.err, now)
 			continue
 		}
-		b.endpointAnswered(ctx, r.ep)
+		b.endpointAnswered(ctx, r.ep, false)
 		r.ep.setHead(r.head.number, r.finalized.ref())
 	}
 	// The view is the first endpoint's, in the order of preference, that
