@@ -114,26 +114,36 @@ func Open(ctx context.Context, store Store, opts Options) (*Keys, error) {
 // not hold up the reads that bring revocations.
 func (k *Keys) run() {
 	defer close(k.done)
+	// Close ends a call under way too: one stuck in the store (locked
+	// rows, a stalled disk) would hold it for up to a period.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-k.stop
+		cancel()
+	}()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go k.every(&wg, k.opts.Refresh, k.Refresh)
-	go k.every(&wg, k.opts.Flush, k.Flush)
+	go k.every(ctx, &wg, k.opts.Refresh, k.Refresh)
+	go k.every(ctx, &wg, k.opts.Flush, k.Flush)
 	wg.Wait()
 }
 
-// every calls f every period until Close, each call bounded by the
+// every calls f every period until ctx ends, each call bounded by the
 // period (2 seconds at least).
-func (k *Keys) every(wg *sync.WaitGroup, period time.Duration, f func(context.Context) error) {
+func (k *Keys) every(ctx context.Context, wg *sync.WaitGroup, period time.Duration, f func(context.Context) error) {
 	defer wg.Done()
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
-		case <-k.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), max(period, 2*time.Second))
-			f(ctx)
+			if ctx.Err() != nil {
+				return // a tick that came with Close
+			}
+			callCtx, cancel := context.WithTimeout(ctx, max(period, 2*time.Second))
+			f(callCtx)
 			cancel()
 		}
 	}

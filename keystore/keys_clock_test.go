@@ -76,3 +76,62 @@ func TestLongRefresh(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseEndsAStuckFlush: a periodic flush is stuck in the
+// store when the server shuts down. Close should give up on it (its own
+// final flush is bounded by 5 s), not wait for the whole Flush period.
+func TestCloseEndsAStuckFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := stuckWrites{keystore.NewMemory()}
+		secret, _ := addKey(t, store, "k", 0, 0)
+		keys, err := keystore.Open(ctx, store, keystore.Options{Refresh: time.Second, Flush: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys.Observer().Request(ctx, blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: keystore.DigestOf(secret).String()})
+		time.Sleep(time.Hour + time.Second) // the first periodic flush began at 1 h and is stuck
+		start := time.Now()
+		keys.Close()
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("Close took %v (fake clock) while a periodic flush was stuck in the store: shutdown waits for the whole Flush period", took)
+		}
+	})
+}
+
+// stuckReads is a Store whose reads of the keys wait for their context
+// once stuck is closed.
+type stuckReads struct {
+	keystore.Store
+	stuck chan struct{}
+}
+
+func (s stuckReads) Keys(ctx context.Context) ([]keystore.Key, error) {
+	select {
+	case <-s.stuck:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	default:
+		return s.Store.Keys(ctx)
+	}
+}
+
+// TestCloseEndsAStuckRefresh is TestCloseEndsAStuckFlush with a refresh
+// stuck, every 10 minutes (as TestLongRefresh allows).
+func TestCloseEndsAStuckRefresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := stuckReads{keystore.NewMemory(), make(chan struct{})}
+		keys, err := keystore.Open(ctx, store, keystore.Options{Refresh: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(store.stuck)
+		time.Sleep(10*time.Minute + time.Second) // the refresh at 10 min is stuck
+		start := time.Now()
+		keys.Close()
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("Close took %v (fake clock) while a periodic refresh was stuck in the store", took)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,12 +47,19 @@ func (k *Keys) count(r blockrpc.RequestInfo, now time.Time) {
 	p.Errors += errs
 	p.Bytes += r.Written
 	p.LastUsed = now
-	if n := len(p.Minutes); n > 0 && p.Minutes[n-1].Start.Equal(minute) {
-		p.Minutes[n-1].Requests++
-		p.Minutes[n-1].Errors += errs
-	} else {
-		p.Minutes = append(p.Minutes, Minute{Start: minute, Requests: 1, Errors: errs})
+	// Oldest first, one entry a minute: a request that read the clock
+	// before another, on either side of a minute's start, may be counted
+	// after it. Its minute is among the last, if not the last.
+	i := len(p.Minutes)
+	for i > 0 && p.Minutes[i-1].Start.After(minute) {
+		i--
 	}
+	if i > 0 && p.Minutes[i-1].Start.Equal(minute) {
+		p.Minutes[i-1].Requests++
+		p.Minutes[i-1].Errors += errs
+		return
+	}
+	p.Minutes = slices.Insert(p.Minutes, i, Minute{Start: minute, Requests: 1, Errors: errs})
 }
 
 // Flush writes the usage counted since the last flush to the store. When
