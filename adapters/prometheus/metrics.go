@@ -81,7 +81,7 @@ type Metrics struct {
 // process's metrics, and which Handler serves.
 //
 // Registering twice with the same registry fails, as prometheus does for
-// any duplicate collector.
+// any duplicate collector; a New that fails leaves nothing registered.
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		own := prometheus.NewRegistry()
@@ -148,13 +148,19 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Lookups in the answer cache that had to render the answer.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{
+	collectors := []prometheus.Collector{
 		m.calls, m.callDuration, m.answerBytes,
 		m.requests, m.requestDuration, m.responseBytes, m.cut, m.batchCalls,
 		m.backendDuration, m.backendErrors,
 		m.cacheHits, m.cacheMisses,
-	} {
+	}
+	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
+			// None left behind: they would make the next New fail too,
+			// and export metrics nothing updates.
+			for _, registered := range collectors[:i] {
+				reg.Unregister(registered)
+			}
 			return nil, err
 		}
 	}

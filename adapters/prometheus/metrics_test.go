@@ -166,6 +166,26 @@ func TestNewTwiceWithOneRegistry(t *testing.T) {
 	}
 }
 
+// TestNewFailsWhole has New meet a collector of the application's with the
+// name of its last: it fails, and leaves none of its own registered, to be
+// exported with nothing to update them.
+func TestNewFailsWhole(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "blockrpc_answer_cache_misses_total", Help: "the application's"}))
+	if _, err := blockrpcprom.New(reg); err == nil {
+		t.Fatal("New registered beside a collector of the same name")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "blockrpc_answer_cache_misses_total" {
+			t.Errorf("a failed New left %s registered", f.GetName())
+		}
+	}
+}
+
 func TestNewWithItsOwnRegistry(t *testing.T) {
 	m, err := blockrpcprom.New(nil)
 	if err != nil {
