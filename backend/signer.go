@@ -61,15 +61,17 @@ func signingHash(tx *Transaction, chainID *uint256.Int) Hash {
 // A legacy transaction's chain id is the one its v encodes (EIP-155: v =
 // chainId*2 + 35 or 36; 27 or 28 without replay protection); a tx.ChainID
 // that disagrees is an error. A typed transaction's v is its y-parity, and
-// its s must be in the lower half of the group's order (EIP-2). A legacy
-// transaction's s may be in the upper half, as blocks before Homestead
-// allowed: Sender cannot tell which rules the block was mined under.
+// its s must be in the lower half of the group's order (EIP-2), as must a
+// legacy transaction's with replay protection, which came after EIP-2. A
+// legacy transaction without it may have s in the upper half, as blocks
+// before Homestead allowed: Sender cannot tell which rules the block was
+// mined under.
 func Sender(tx *Transaction) (Address, error) {
 	chainID, recovery, err := signatureParams(tx)
 	if err != nil {
 		return Address{}, err
 	}
-	if tx.Type != LegacyTxType && tx.S.Gt(halfN) {
+	if (tx.Type != LegacyTxType || chainID != nil) && tx.S.Gt(halfN) {
 		return Address{}, fmt.Errorf("%w: s is in the upper half of the group's order", ErrInvalidSignature)
 	}
 	return recoverAddress(signingHash(tx, chainID), recovery, &tx.R, &tx.S)

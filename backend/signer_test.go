@@ -160,9 +160,21 @@ func TestSenderRoundTrip(t *testing.T) {
 func TestSenderRefusesInvalidSignatures(t *testing.T) {
 	key := testKey(2)
 	txs := unsignedTransactions()
-	legacy, typed := txs["legacy EIP-155"], txs["dynamic fee"]
+	legacy, typed, unprotected := txs["legacy EIP-155"], txs["dynamic fee"], txs["legacy"]
 	sign(t, legacy, key)
 	sign(t, typed, key)
+	sign(t, unprotected, key)
+	// The other form of a signature: s in the upper half, the recovery
+	// id the other one.
+	n := uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
+	otherForm := func(tx *backend.Transaction) {
+		tx.S.Sub(n, &tx.S)
+		if tx.V.Uint64()%2 == 1 { // 27, or chainId*2+35: recovery id 0
+			tx.V.AddUint64(&tx.V, 1)
+		} else {
+			tx.V.SubUint64(&tx.V, 1)
+		}
+	}
 
 	tests := []struct {
 		name   string
@@ -180,10 +192,12 @@ func TestSenderRefusesInvalidSignatures(t *testing.T) {
 			tx.S = *uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
 		}},
 		{"typed s in the upper half", typed, func(tx *backend.Transaction) {
-			n := uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
 			tx.S.Sub(n, &tx.S)
 			tx.V.Xor(&tx.V, uint256.NewInt(1))
 		}},
+		// Replay protection (EIP-155) came after EIP-2, as go-ethereum's
+		// EIP155Signer has it.
+		{"legacy EIP-155 s in the upper half", legacy, otherForm},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,18 +209,13 @@ func TestSenderRefusesInvalidSignatures(t *testing.T) {
 		})
 	}
 
-	// A legacy transaction with s in the upper half is the other form of
-	// the same signature, which blocks before Homestead accepted.
-	tx := legacy.Copy()
-	n := uint256.MustFromHex("0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141")
-	tx.S.Sub(n, &tx.S)
-	if tx.V.Uint64()%2 == 1 { // chainId*2+35: recovery id 0
-		tx.V.AddUint64(&tx.V, 1)
-	} else {
-		tx.V.SubUint64(&tx.V, 1)
-	}
+	// A legacy transaction without replay protection, s in the upper
+	// half, is the other form of the same signature, which blocks before
+	// Homestead accepted.
+	tx := unprotected.Copy()
+	otherForm(tx)
 	if got, err := backend.Sender(tx); err != nil || got != backend.PublicKeyAddress(key.PubKey()) {
-		t.Errorf("Sender of a legacy transaction with s in the upper half = %s, %v; want the signer", got, err)
+		t.Errorf("Sender of a legacy transaction (v %d) with s in the upper half = %s, %v; want the signer", tx.V.Uint64(), got, err)
 	}
 }
 
