@@ -103,8 +103,11 @@ func blockSize(h *Header, txs []*Transaction, uncles []*Header, withdrawals []Wi
 	return uint64(len(w.buf))
 }
 
-// Copy returns a deep copy of b.
+// Copy returns a deep copy of b, nil for nil.
 func (b *Block) Copy() *Block {
+	if b == nil {
+		return nil
+	}
 	c := *b
 	c.Header = b.Header.Copy()
 	c.TotalDifficulty = copyPtr(b.TotalDifficulty)

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -26,6 +27,13 @@ func missing(field, why string) error {
 	return &FieldError{Field: field, Err: fmt.Errorf("%w: %s", ErrMissingField, why)}
 }
 
+// What a Writer is given as nil, where a block, an uncle or a transaction
+// belongs.
+var (
+	errNoBlock = errors.New("nil given for the block")
+	errNil     = errors.New("nil")
+)
+
 // invalid returns the error for a field whose value the store cannot take.
 func invalid(field string, err error) error {
 	return &FieldError{Field: field, Err: err}
@@ -37,6 +45,9 @@ func invalid(field string, err error) error {
 // are not changed. On an error the block's copy is returned too, to name
 // the block.
 func SealCopies(block *Block, uncles []*Uncle) (*Block, []*Uncle, *uint256.Int, error) {
+	if block == nil {
+		return &Block{}, nil, nil, errNoBlock
+	}
 	b, us := block.Copy(), make([]*Uncle, len(uncles))
 	for i, u := range uncles {
 		us[i] = u.Copy()
@@ -55,6 +66,9 @@ func SealCopies(block *Block, uncles []*Uncle) (*Block, []*Uncle, *uint256.Int, 
 // only hidden when it is served. On an error the copy is returned too, to
 // name the block.
 func SealPending(block *Block) (*Block, *uint256.Int, error) {
+	if block == nil {
+		return &Block{}, nil, errNoBlock
+	}
 	b := block.Copy()
 	b.Pending = false
 	if err := Seal(b, nil); err != nil {
@@ -84,6 +98,9 @@ func Seal(b *Block, uncles []*Uncle) error {
 	}
 	uncleHeaders := make([]*Header, len(uncles))
 	for i, u := range uncles {
+		if u == nil {
+			return &FieldError{Object: fmt.Sprintf("uncle %d", i), Err: errNil}
+		}
 		if err := sealUncle(u); err != nil {
 			return fmt.Errorf("uncle %d: %w", i, err)
 		}
@@ -154,6 +171,9 @@ func sealTransactions(b *Block) error {
 		return nil
 	}
 	for i, tx := range b.Transactions {
+		if tx == nil {
+			return &FieldError{Object: fmt.Sprintf("transaction %d", i), Err: errNil}
+		}
 		if err := sealTransaction(tx, b.BaseFeePerGas); err != nil {
 			return fmt.Errorf("transaction %d: %w", i, err)
 		}
@@ -276,11 +296,26 @@ func fillU256(field string, given **uint256.Int, computed *uint256.Int) error {
 // SettleTotalDifficulty sets *td to parentTD+difficulty when it is nil, and
 // checks it against that sum when it is given: a block's total difficulty
 // is its parent's plus its own difficulty. Without the parent's (nil) there
-// is nothing to settle. The field names the value in the error.
+// is nothing to settle. A sum past 2^256-1, which a quantity cannot
+// carry, is an error. The field names the value in the error.
 func SettleTotalDifficulty(field string, td **uint256.Int, parentTD, difficulty *uint256.Int) error {
 	if parentTD == nil {
 		return nil
 	}
-	computed := new(uint256.Int).Add(parentTD, difficulty)
+	computed, err := addTotalDifficulty(parentTD, difficulty)
+	if err != nil {
+		return &FieldError{Field: field, Err: err}
+	}
 	return fillU256(field, td, computed)
+}
+
+// addTotalDifficulty returns parentTD+difficulty, or an error when the sum
+// does not fit in 256 bits: wrapped round, it would be served as a small
+// total.
+func addTotalDifficulty(parentTD, difficulty *uint256.Int) (*uint256.Int, error) {
+	sum, overflow := new(uint256.Int).AddOverflow(parentTD, difficulty)
+	if overflow {
+		return nil, fmt.Errorf("the parent's total difficulty %s plus the difficulty %s is past 2^256-1", hexutil.EncodeU256(parentTD), hexutil.EncodeU256(difficulty))
+	}
+	return sum, nil
 }

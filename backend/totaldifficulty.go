@@ -29,7 +29,8 @@ type Descendant struct {
 // in no order a store should rely on; nothing is changed, so a store can
 // refuse the write before storing any. A descendant that has a total is
 // checked, and one that disagrees is an error; the walk does not go past
-// it, as its own descendants were settled when its total was.
+// it, as its own descendants were settled when its total was. A total past
+// 2^256-1 is an error too.
 func DescendantTotalDifficulties(hash Hash, td *uint256.Int, children func(parent Hash) ([]Descendant, error)) ([]Descendant, error) {
 	type parent struct {
 		hash Hash
@@ -45,7 +46,10 @@ func DescendantTotalDifficulties(hash Hash, td *uint256.Int, children func(paren
 			return nil, err
 		}
 		for _, c := range cs {
-			want := new(uint256.Int).Add(p.td, &c.Difficulty)
+			want, err := addTotalDifficulty(p.td, &c.Difficulty)
+			if err != nil {
+				return nil, fmt.Errorf("stored descendant %s: %w", c.Hash, err)
+			}
 			if c.TD != nil {
 				if !c.TD.Eq(want) {
 					return nil, fmt.Errorf("stored descendant %s has totalDifficulty %s, but this block makes it %s", c.Hash, c.TD.Hex(), want.Hex())

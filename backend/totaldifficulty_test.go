@@ -149,3 +149,32 @@ func TestDescendantTotalDifficultiesStore(t *testing.T) {
 		t.Errorf("err = %v, want the store's", err)
 	}
 }
+
+// TestSettleTotalDifficultyOverflow checks that a total past 2^256-1 is an
+// error (go-ethereum's is a big.Int), not one wrapped round to a small
+// number that would be stored and served.
+func TestSettleTotalDifficultyOverflow(t *testing.T) {
+	var td *uint256.Int
+	parent := new(uint256.Int).SetAllOne()
+	err := backend.SettleTotalDifficulty("totalDifficulty", &td, parent, uint256.NewInt(2))
+	if err == nil {
+		t.Errorf("SettleTotalDifficulty(parent 2^256-1, difficulty 2) = %s, nil: the sum wrapped", td.Hex())
+	}
+}
+
+// TestDescendantTotalDifficultiesOverflow is the same for a descendant
+// stored before its parent.
+func TestDescendantTotalDifficultiesOverflow(t *testing.T) {
+	child := backend.Descendant{Hash: backend.Hash{2}, Uncle: -1, Difficulty: *uint256.NewInt(5)}
+	found, err := backend.DescendantTotalDifficulties(backend.Hash{1}, new(uint256.Int).SetAllOne(), func(p backend.Hash) ([]backend.Descendant, error) {
+		if p == (backend.Hash{1}) {
+			return []backend.Descendant{child}, nil
+		}
+		return nil, nil
+	})
+	if err == nil {
+		for _, d := range found {
+			t.Errorf("descendant %s given totalDifficulty %s from a parent of 2^256-1 and difficulty 5: wrapped", d.Hash, d.TD.Hex())
+		}
+	}
+}

@@ -137,8 +137,11 @@ func (tx *Transaction) EffectiveGasPrice(baseFee *uint256.Int) (uint256.Int, boo
 	return price, true
 }
 
-// Copy returns a deep copy of tx.
+// Copy returns a deep copy of tx, nil for nil.
 func (tx *Transaction) Copy() *Transaction {
+	if tx == nil {
+		return nil
+	}
 	c := *tx
 	c.ChainID = copyPtr(tx.ChainID)
 	c.GasPrice = copyPtr(tx.GasPrice)

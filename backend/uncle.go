@@ -25,8 +25,11 @@ func UncleSize(h *Header) uint64 {
 	return blockSize(h, nil, nil, nil, false)
 }
 
-// Copy returns a deep copy of u.
+// Copy returns a deep copy of u, nil for nil.
 func (u *Uncle) Copy() *Uncle {
+	if u == nil {
+		return nil
+	}
 	c := *u
 	c.Header = u.Header.Copy()
 	c.TotalDifficulty = copyPtr(u.TotalDifficulty)

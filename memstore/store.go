@@ -318,7 +318,7 @@ func (s *Store) AddSideBlock(block *backend.Block, uncles ...*backend.Uncle) err
 }
 
 func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
-	if block.Pending {
+	if block != nil && block.Pending {
 		return errPendingInAdd
 	}
 	b, us, chainID, err := backend.SealCopies(block, uncles)

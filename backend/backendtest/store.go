@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -396,6 +397,29 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	if _, err := s.BlockByHash(ctx, parent.Hash); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("the refused parent by hash: %v, want ErrNotFound", err)
 	}
+
+	// A total past 2^256-1, which no quantity carries, is refused, whether
+	// the parent comes first or last: wrapped round, it would be served as
+	// a small total.
+	genesis := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, Difficulty: *new(uint256.Int).SetAllOne()}, Transactions: []*backend.Transaction{}}
+	if err := backend.Seal(genesis, nil); err != nil {
+		t.Fatal(err)
+	}
+	child := &backend.Block{Header: backend.Header{Number: 1, ParentHash: genesis.Hash, GasLimit: 30_000_000, Difficulty: *uint256.NewInt(1001)}, Transactions: []*backend.Transaction{}}
+	s = open(t)
+	if err := s.AddBlock(genesis); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddBlock(child); err == nil {
+		t.Error("a block whose total difficulty is past 2^256-1 was stored")
+	}
+	s = open(t)
+	if err := s.AddBlock(child); err != nil {
+		t.Fatalf("a block whose parent is not stored: %v", err)
+	}
+	if err := s.AddBlock(genesis); err == nil {
+		t.Error("a parent that makes its stored child's total difficulty past 2^256-1 was stored")
+	}
 }
 
 // testRefused gives blocks whose derived values contradict their
@@ -425,12 +449,43 @@ func testRefused(t *testing.T, s Store) {
 			t.Errorf("a block with a wrong %s was stored", name)
 		}
 	}
+	// nil where a block, an uncle or a transaction belongs is an error,
+	// not a panic.
+	noTx := good.Copy()
+	noTx.Transactions[0] = nil
+	for name, write := range map[string]func() error{
+		"a nil block":       func() error { return s.AddBlock(nil) },
+		"a nil uncle":       func() error { return s.AddBlock(good.Copy(), nil) },
+		"a nil transaction": func() error { return s.AddBlock(noTx) },
+		"a nil side block":  func() error { return s.AddSideBlock(nil) },
+		"a pending block with a nil transaction": func() error {
+			pending := noTx.Copy()
+			pending.Pending = true
+			return s.SetPending(pending)
+		},
+	} {
+		if err := refusedWithoutPanic(write); err == nil {
+			t.Errorf("%s was stored", name)
+		} else if strings.HasPrefix(err.Error(), "panic: ") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	if _, err := s.BlockByNumber(ctx, 14); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("block 14 after refused writes: %v, want ErrNotFound", err)
 	}
 	if latest, err := s.BlockByNumber(ctx, backend.Latest); err != nil || latest.Number != 13 {
 		t.Errorf("latest after refused writes: %v, %v; want block 13", latest, err)
 	}
+}
+
+// refusedWithoutPanic returns write's error, or the panic it ended with.
+func refusedWithoutPanic(write func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return write()
 }
 
 // testHashOnly stores blocks known only by their transaction hashes, as a

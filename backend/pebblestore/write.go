@@ -40,7 +40,7 @@ func blockError(b *backend.Block, err error) error {
 }
 
 func (s *Store) add(block *backend.Block, uncles []*backend.Uncle, canonical bool) error {
-	if block.Pending {
+	if block != nil && block.Pending {
 		return errPendingInAdd
 	}
 	b, us, chainID, err := backend.SealCopies(block, uncles)

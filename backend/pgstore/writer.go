@@ -407,7 +407,7 @@ type item struct {
 }
 
 func sealItem(block *backend.Block, uncles []*backend.Uncle, canonical bool) (*item, error) {
-	if block.Pending {
+	if block != nil && block.Pending {
 		return nil, errPendingInAdd
 	}
 	b, us, id, err := backend.SealCopies(block, uncles)
