@@ -42,13 +42,14 @@ const (
 func (e *endpoint) failed(err error, now time.Time, read bool) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.readFailed = read
 	wait := minBackoff << min(e.failures, 10)
 	wait = min(wait, maxBackoff)
 	var se *StatusError
 	if errors.As(err, &se) && se.RetryAfter > 0 {
 		wait = min(se.RetryAfter, 10*maxBackoff)
+		read = false // asked of every request, polls too
 	}
+	e.readFailed = read
 	e.failures++
 	e.lastErr = err
 	e.skipUntil = now.Add(wait)
@@ -89,11 +90,14 @@ func (e *endpoint) finalizedIs(f *ref) bool {
 // a failure.
 var errWaiting = errors.New("endpoint waiting out a failure")
 
-// waiting reports whether the endpoint is waiting out a failure.
-func (e *endpoint) waiting(now time.Time) bool {
+// pollWaiting reports whether the endpoint's polls wait out a failure.
+// Those of one whose block reads fail go on: they are how the head is
+// known, and without them it would go stale for as long as the reads
+// back off.
+func (e *endpoint) pollWaiting(now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return now.Before(e.skipUntil)
+	return !e.readFailed && now.Before(e.skipUntil)
 }
 
 // usable reports whether the endpoint is worth asking now: known to serve

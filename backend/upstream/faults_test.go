@@ -592,3 +592,31 @@ func TestReadFailuresOutlastPolls(t *testing.T) {
 		t.Errorf("the endpoint whose every block read fails was read from %d times in 2.5 s", n)
 	}
 }
+
+// TestReadFailuresKeepPolls fails the first block reads of the only
+// endpoint, and then serves them: its polls go on while its reads back
+// off, so that the head stays known and the latest block is served once
+// its reads work again, not refused as a head no endpoint has told.
+func TestReadFailuresKeepPolls(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 13})
+	b.AddBlocks(20, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	var failing atomic.Int32
+	failing.Store(3)
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if !asksFor(r, "eth_getBlockByHash") || failing.Add(-1) < 0 {
+			return false
+		}
+		http.Error(w, "overloaded", http.StatusInternalServerError)
+		return true
+	})
+	up := openUp(t, upstream.Config{PollInterval: 10 * time.Millisecond, Timeout: 200 * time.Millisecond}, node.URL)
+	ctx := context.Background()
+	for n := uint64(1); failing.Load() > 0; n++ {
+		up.BlockByHash(ctx, b.Block(n).Hash) // fails, and the endpoint waits 0.5, 1, then 2 s
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Hash != b.Head().Hash {
+		t.Errorf("the latest block, 0.5 s after the reads failed and while they work again: %v, %v", got, err)
+	}
+}

@@ -179,7 +179,7 @@ func (b *Backend) poll(ctx context.Context) error {
 			results[i].err = errWrongChain
 			continue
 		}
-		if ep.waiting(time.Now()) {
+		if ep.pollWaiting(time.Now()) {
 			// Waiting out a failure, or the Retry-After of a 429: a poll
 			// is a request like any other.
 			results[i].err = errWaiting
