@@ -27,7 +27,9 @@ type Writer interface {
 	SetPending(block *Block) error
 
 	// SetSafe and SetFinalized make the canonical block at number the one
-	// the tag selects. There must be one.
+	// the tag selects. There must be one. A reorganisation that takes that
+	// block out of the canonical chain clears the tag, which then selects
+	// nothing until it is set again.
 	SetSafe(number uint64) error
 	SetFinalized(number uint64) error
 

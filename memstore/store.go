@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -519,11 +520,26 @@ func (s *Store) setCanonical(number uint64, hash backend.Hash) {
 		s.lowest, s.highest = number, number
 	}
 	s.lowest, s.highest = min(s.lowest, number), max(s.highest, number)
+	if old, had := s.canonical[number]; had && old != hash {
+		s.untag(number, number)
+	}
 	s.canonical[number] = hash
+}
+
+// untag clears the safe and finalized tags that select a number from lo to
+// hi, whose canonical block leaves the chain: kept, the tag would select
+// the block that replaces it, which nobody marked.
+func (s *Store) untag(lo, hi uint64) {
+	for _, t := range []*tag{&s.safe, &s.finalized} {
+		if t.set && t.number >= lo && t.number <= hi {
+			*t = tag{}
+		}
+	}
 }
 
 // dropCanonicalFrom removes the canonical entries at number and above.
 func (s *Store) dropCanonicalFrom(number uint64) {
+	s.untag(number, math.MaxUint64)
 	for n := range s.canonical {
 		if n >= number {
 			delete(s.canonical, n)
@@ -563,13 +579,15 @@ func (s *Store) SetPending(block *backend.Block) error {
 }
 
 // SetSafe makes the canonical block at number the one the "safe" tag
-// selects. There must be one.
+// selects. There must be one. A reorganisation that takes it out of the
+// canonical chain clears the tag.
 func (s *Store) SetSafe(number uint64) error {
 	return s.setTag(&s.safe, "safe", number)
 }
 
 // SetFinalized makes the canonical block at number the one the "finalized"
-// tag selects. There must be one.
+// tag selects. There must be one. A reorganisation that takes it out of
+// the canonical chain clears the tag.
 func (s *Store) SetFinalized(number uint64) error {
 	return s.setTag(&s.finalized, "finalized", number)
 }

@@ -33,6 +33,7 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Refused", func(t *testing.T) { testRefused(t, open(t)) })
 	t.Run("HashOnly", func(t *testing.T) { testHashOnly(t, open(t)) })
 	t.Run("TagsAndPending", func(t *testing.T) { testTagsAndPending(t, open(t)) })
+	t.Run("TagsReorganised", func(t *testing.T) { testTagsReorganised(t, open(t)) })
 	t.Run("ChainID", func(t *testing.T) { testChainID(t, open) })
 	t.Run("Canceled", func(t *testing.T) { testCanceled(t, open(t)) })
 	t.Run("ConcurrentReaders", func(t *testing.T) { testConcurrentReaders(t, open(t)) })
@@ -552,6 +553,54 @@ func testTagsAndPending(t *testing.T, s Store) {
 	if _, err := s.BlockByNumber(ctx, backend.Pending); !errors.Is(err, backend.ErrNotFound) {
 		t.Errorf("the pending block after it was cleared: %v, want ErrNotFound", err)
 	}
+}
+
+// testTagsReorganised marks blocks safe and finalized and then replaces
+// them, by a shorter branch that grows back past them: a tag whose block
+// left the chain selects nothing, rather than the block that took its
+// number, which nobody marked; one below the fork keeps its block.
+func testTagsReorganised(t *testing.T, s Store) {
+	ctx := context.Background()
+	cfg := everyFork
+	cfg.Seed = 21
+	a := buildChain(cfg, 10)
+	copyChain(t, s, a.Store())
+	if err := s.SetSafe(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFinalized(4); err != nil {
+		t.Fatal(err)
+	}
+	b := a.Fork(5) // blocks 6 and up replaced
+	b.AddBlocks(3, chaintest.Txs(1))
+	check := func(when string, wantSafe bool) {
+		t.Helper()
+		name := func(b *backend.Block) string {
+			if b == nil {
+				return "none"
+			}
+			return fmt.Sprintf("block %d (%s)", b.Number, b.Hash)
+		}
+		if got, err := s.BlockByNumber(ctx, backend.Safe); wantSafe && (err != nil || got.Hash != a.Block(10).Hash) {
+			t.Errorf("%s: safe is %s (%v), want the block marked", when, name(got), err)
+		} else if !wantSafe && !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("%s: safe is %s (%v), want none: the block marked safe left the chain", when, name(got), err)
+		}
+		if got, err := s.BlockByNumber(ctx, backend.Finalized); err != nil || got.Hash != a.Block(4).Hash {
+			t.Errorf("%s: finalized is %s (%v), want block 4, below the fork", when, name(got), err)
+		}
+	}
+	check("before the reorganisation", true)
+	for n := uint64(6); n < b.Head().Number; n++ {
+		writeBlock(t, s, b.Store(), b.Block(n), false)
+	}
+	writeBlock(t, s, b.Store(), b.Head(), true)
+	check("after a reorganisation to a shorter branch", false)
+	for range 3 {
+		b.AddBlocks(1, chaintest.Txs(1))
+		writeBlock(t, s, b.Store(), b.Head(), true)
+	}
+	check("once the new branch is past the number marked", false)
 }
 
 func testChainID(t *testing.T, open func(*testing.T) Store) {

@@ -621,6 +621,22 @@ func (w *write) uncanonical(number uint64, val []byte) error {
 		return err
 	}
 	w.set(recordKey(number, hash), rec)
+	return w.untag(number)
+}
+
+// untag deletes the safe and finalized tags that select number, whose
+// block leaves the chain: kept, a tag would select the block that takes
+// its number, which nobody marked.
+func (w *write) untag(number uint64) error {
+	for _, key := range [][]byte{keySafe, keyFinalized} {
+		v, found, err := get(w.batch, key)
+		if err != nil {
+			return err
+		}
+		if n, ok := decodeUint64(v); found && ok && n == number {
+			w.delete(key)
+		}
+	}
 	return nil
 }
 
@@ -700,13 +716,15 @@ func (s *Store) SetPending(block *backend.Block) error {
 }
 
 // SetSafe implements backend.Writer: the canonical block at number becomes
-// the one the "safe" tag selects. There must be one.
+// the one the "safe" tag selects, until a reorganisation takes it out of
+// the canonical chain. There must be one.
 func (s *Store) SetSafe(number uint64) error {
 	return s.setTag(keySafe, "safe", number)
 }
 
 // SetFinalized implements backend.Writer: the canonical block at number
-// becomes the one the "finalized" tag selects. There must be one.
+// becomes the one the "finalized" tag selects, until a reorganisation
+// takes it out of the canonical chain. There must be one.
 func (s *Store) SetFinalized(number uint64) error {
 	return s.setTag(keyFinalized, "finalized", number)
 }

@@ -139,8 +139,10 @@ func (s *shared) importMain(t *testing.T, w *pgstore.Writer, last, until uint64)
 }
 
 // script is what the writer does: import the main branch in batches with
-// COPY, set the tags, then move between the branches; it ends on the long
-// branch. pause is called between the steps.
+// COPY, set the tags, then move between the branches, which clears safe
+// (block 70 of the main branch leaves the chain); it ends on the long
+// branch, with safe set again at its block 70. pause is called between
+// the steps.
 func (s *shared) script(ctx context.Context, w *pgstore.Writer, rounds int, pause func()) error {
 	im := w.NewImporter(ctx, &pgstore.ImportOptions{BatchBlocks: 8, Progress: func(pgstore.ImportProgress) { pause() }})
 	for n := uint64(0); n <= s.main.Head().Number; n++ {
@@ -174,7 +176,10 @@ func (s *shared) script(ctx context.Context, w *pgstore.Writer, rounds int, paus
 		}
 	}
 	pause()
-	return s.write(w, s.long.Head(), true)
+	if err := s.write(w, s.long.Head(), true); err != nil {
+		return err
+	}
+	return w.SetSafe(70)
 }
 
 // writerRole writes the shared chain into the store, with pauses for the

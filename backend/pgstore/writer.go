@@ -433,6 +433,17 @@ func bindChainID(st *headState, id *uint256.Int) {
 }
 
 // setCanonical notes in the head state that number is canonical, with hash.
+// untag clears the safe and finalized tags that select a number from lo
+// to hi, whose canonical block leaves the chain: kept, a tag would select
+// the block that takes its number, which nobody marked.
+func (st *headState) untag(lo, hi uint64) {
+	for _, t := range []*tag{&st.safe, &st.finalized} {
+		if t.set && t.number >= lo && t.number <= hi {
+			*t = tag{}
+		}
+	}
+}
+
 func (st *headState) setCanonical(number uint64, hash backend.Hash) {
 	if !st.hasCanonical {
 		st.hasCanonical, st.earliest, st.latest, st.latestHash = true, number, number, hash
@@ -717,6 +728,9 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 	if old == nil || replaced {
 		upsertCanonical(t, st, number, hash)
 	}
+	if replaced {
+		st.untag(number, number)
+	}
 	st.setCanonical(number, hash)
 
 	// The known ancestors become canonical, down to the first that already
@@ -740,6 +754,7 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 			}
 			if atNumber != nil {
 				replaced = true
+				st.untag(n-1, n-1)
 			}
 			upsertCanonical(t, st, n-1, parent)
 			st.setCanonical(n-1, parent)
@@ -764,6 +779,7 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 			return nil
 		}
 		t.queue(`DELETE FROM canonical WHERE number > $1`, int64(number))
+		st.untag(number+1, math.MaxUint64)
 		t.reorged = true
 		st.latest, st.latestHash = number, hash
 		return nil
@@ -807,6 +823,7 @@ func makeCanonical(ctx context.Context, t *txn, st *headState, b *backend.Block,
 		}
 		if broken || read == 0 {
 			t.queue(`DELETE FROM canonical WHERE number > $1`, int64(at))
+			st.untag(at+1, math.MaxUint64)
 			t.reorged = true
 			st.latest, st.latestHash = at, prev
 			return nil
