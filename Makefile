@@ -89,7 +89,7 @@ bench-geth: geth
 ## fuzz: each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in ./hexutil ./backend .; do \
+	@for pkg in ./hexutil ./backend ./backend/record .; do \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "$$pkg $$target"; $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \

@@ -50,8 +50,10 @@ type KeyLimits interface {
 
 // WithLimiter sets a limiter of calls per API key, and the limit of keys
 // that have none of their own (see KeyLimits). Past it a request is
-// refused with HTTP 429, a Retry-After header and JSON-RPC error -32005, as
-// hosted providers answer. Without it, nothing is limited.
+// refused with HTTP 429 and JSON-RPC error -32005, as hosted providers
+// answer, with a Retry-After header unless waiting cannot help (more calls
+// at once than the burst, or a rate of 0 spent). Without it, nothing is
+// limited.
 func WithLimiter(l Limiter, byDefault Limit) Option {
 	return func(c *config) { c.limiter, c.defaultLimit = l, byDefault }
 }

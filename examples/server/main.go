@@ -79,7 +79,7 @@
 // -chain, -upstream and -follow each name the chain to serve: one at most
 // (none serves the demo chain). -safe, -finalized and -chainid apply to a
 // dump or the demo chain; with -upstream or -follow the endpoint tells
-// them. Both combine with every other flag.
+// them, and they are refused.
 //
 // With -store pebble:DIR or a postgres:// URL the chain is kept in a
 // persistent store. -chain imports the dump into it: blocks the store holds
@@ -281,7 +281,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "certificate `FILE` (PEM, chain included) to serve HTTPS with; needs -tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "private key `FILE` (PEM) of -tls-cert")
 	fs.StringVar(&upstreams, "upstream", "", "serve the chain of these JSON-RPC endpoints (comma-separated `URLs`, the first preferred, the next ones its failover), verifying every block")
-	fs.StringVar(&o.follow, "follow", "", "copy the chain of the JSON-RPC endpoint at `URL` into the store from its genesis (or its latest block), keep it current, and serve it, answering while it copies")
+	fs.StringVar(&o.follow, "follow", "", "copy the chain of the JSON-RPC endpoint at `URL` into the store from its genesis (or after the store's latest block, when it holds some), keep it current, and serve it, answering while it copies")
 	fs.DurationVar(&o.poll, "poll", 0, "how often -upstream or -follow asks the endpoints for their head (default 2s), or -read-only the store for its head row (default 500ms)")
 	fs.StringVar(&store, "store", "memory", "the `STORE` that keeps the chain: memory (this process), pebble:DIR (a Pebble store on local disk), or a postgres:// URL (a PostgreSQL store, one writer and any number of -read-only servers)")
 	fs.Int64Var(&o.storeCache, "store-cache", 0, fmt.Sprintf("the size in `BYTES` of the -store's cache of blocks: Pebble's block cache (default %d MiB; a few GiB for mainnet), or the blocks a postgres:// store keeps in this process (default %d MiB; -1 turns it off)", pebblestore.DefaultCacheBytes>>20, pgstore.DefaultCacheBytes>>20))
