@@ -195,7 +195,7 @@ func (b *Backend) learnChainID(ctx context.Context) error {
 	for i, ep := range b.eps {
 		switch {
 		case ids[i] == nil:
-			b.endpointFailed(ctx, ep, "eth_chainId", errs[i], time.Now())
+			b.endpointFailed(ctx, ep, "eth_chainId", errs[i], time.Now(), false)
 		case !known:
 			b.chainID, known = *ids[i], true
 			ep.learnedChain(*ids[i], b.chainID)
@@ -295,17 +295,9 @@ func (b *Backend) Status() []EndpointStatus {
 // endpointFailed logs a failure and makes the endpoint wait its turn.
 // A failure that only repeats the one before is logged at debug level, so
 // that a dead endpoint is one warning and one recovery, not a line per
-// poll; a block that does not verify is always an error.
-func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
-	b.endpointFailedAt(ctx, ep, what, err, now, false)
-}
-
-// readFailed is endpointFailed for a block read.
-func (b *Backend) readFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time) {
-	b.endpointFailedAt(ctx, ep, what, err, now, true)
-}
-
-func (b *Backend) endpointFailedAt(ctx context.Context, ep *endpoint, what string, err error, now time.Time, read bool) {
+// poll; a block that does not verify is always an error. read is set for
+// the failure of a block read (see endpoint.succeeded).
+func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string, err error, now time.Time, read bool) {
 	if ctx.Err() != nil {
 		return // the request, or the Backend, was closed: not the endpoint's fault
 	}
@@ -423,19 +415,30 @@ func (b *Backend) watch(ctx context.Context) {
 
 // BlockByHash implements backend.Backend.
 func (b *Backend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
-	// A block the tracker saw is not denied by a lagging endpoint either:
-	// a client that was just given the latest block asks for it next, or
-	// for its parent.
-	got, err := b.verifiedByHash(ctx, hash, b.view.Load().tracked(hash))
+	got, err := b.byHash(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
 	return got.block, nil
 }
 
+// byHash returns the block of hash, from the cache or else the endpoints.
+// A block the tracker saw is not denied by a lagging endpoint: a client
+// that was just given the latest block asks for it next, or for its
+// parent. Whether it saw it is asked only on a miss, off the path of the
+// answers the cache gives.
+func (b *Backend) byHash(ctx context.Context, hash backend.Hash) (*verified, error) {
+	if b.cache != nil {
+		if c := b.cache.get(hash); c != nil {
+			return c, nil
+		}
+	}
+	return b.verifiedByHash(ctx, hash, b.view.Load().tracked(hash))
+}
+
 // UncleByBlockHashAndIndex implements backend.Backend.
 func (b *Backend) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash, index uint64) (*backend.Uncle, error) {
-	got, err := b.verifiedByHash(ctx, hash, b.view.Load().tracked(hash))
+	got, err := b.byHash(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -515,7 +518,7 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			b.readFailed(ctx, ep, what, err, time.Now())
+			b.endpointFailed(ctx, ep, what, err, time.Now(), true)
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
 			if !known {

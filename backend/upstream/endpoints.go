@@ -162,10 +162,3 @@ func (e *endpoint) isWrongChain() bool {
 	defer e.mu.Unlock()
 	return e.wrongChain
 }
-
-// chainAsked reports whether the endpoint's chain id is known, either way.
-func (e *endpoint) chainAsked() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.chainKnown || e.wrongChain
-}

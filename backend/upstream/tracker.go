@@ -188,7 +188,7 @@ func (b *Backend) poll(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = b.pollOne(ctx, ep, !ep.chainAsked())
+			results[i] = b.pollOne(ctx, ep, !ep.onChain()) // another chain's was left out above
 		}()
 	}
 	wg.Wait()
@@ -203,7 +203,7 @@ func (b *Backend) poll(ctx context.Context) error {
 			continue
 		}
 		if r.err != nil {
-			b.endpointFailed(ctx, r.ep, "poll", r.err, now)
+			b.endpointFailed(ctx, r.ep, "poll", r.err, now, false)
 			continue
 		}
 		b.endpointAnswered(ctx, r.ep, false)
@@ -272,7 +272,7 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	}
 	hashes, reorgDepth, err := b.walk(ctx, p.ep, old, p.head, walkLow)
 	if err != nil {
-		b.endpointFailed(ctx, p.ep, "head", err, time.Now())
+		b.endpointFailed(ctx, p.ep, "head", err, time.Now(), false)
 		return err
 	}
 	if v.finalized != nil {
