@@ -46,7 +46,9 @@ func (k *Keys) count(r blockrpc.RequestInfo, now time.Time) {
 	p.Requests++
 	p.Errors += errs
 	p.Bytes += r.Written
-	p.LastUsed = now
+	if now.After(p.LastUsed) {
+		p.LastUsed = now
+	}
 	// Oldest first, one entry a minute: a request that read the clock
 	// before another, on either side of a minute's start, may be counted
 	// after it. Its minute is among the last, if not the last.

@@ -40,8 +40,12 @@ func TestMinutesOldestFirst(t *testing.T) {
 	k.count(r, after)
 	k.count(r, before)
 	k.count(r, after.Add(time.Millisecond))
+	k.count(r, before.Add(-time.Millisecond))
 	if err := k.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if last := store.got[0][0].LastUsed; !last.Equal(after.Add(time.Millisecond)) {
+		t.Errorf("LastUsed %v, want the latest request's time, %v", last, after.Add(time.Millisecond))
 	}
 	ms := store.got[0][0].Minutes
 	for i := 1; i < len(ms); i++ {

@@ -414,8 +414,8 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	// A server behind the head row read (a standby further behind than
 	// the one polled, where one address leads to several) has the blocks
 	// of the chain read, unless it has not got them yet, or a
-	// reorganisation has replaced them since.
-	// Past the ends of the chain read, there is no block to miss.
+	// reorganisation has replaced them since. Past the ends of the chain
+	// read, there is no block to miss.
 	behind := err == nil && headVersion < st.version && (hash == nil || reorgVersion != st.reorgVersion)
 	outside := !st.hasCanonical || n < st.earliest || n > st.latest
 	switch {
