@@ -266,6 +266,16 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 		}
 		im.same.Took(it.b)
 	}
+	if !canonical && im.opts.SameChain {
+		// A side block is the child of a block the store holds, which
+		// must hold the blocks buffered before it.
+		if err := im.Flush(); err != nil {
+			return err
+		}
+		if err := im.same.CheckSide(im.ctx, im.w, it.b); err != nil {
+			return im.refuse(err)
+		}
+	}
 
 	if canonical && im.mode != modeReadd {
 		ok, err := im.extends(it.b)

@@ -488,8 +488,8 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sameChainWriter refuses, with the store's ErrOtherChain, a canonical
-// block of a dump that the store cannot take as its own chain's
+// sameChainWriter refuses, with the store's ErrOtherChain, a block of a
+// dump, canonical or side, that the store cannot take as its own chain's
 // (dumpcheck.Checker), before it is written: another chain of the same
 // chain id would otherwise replace the store's blocks, or cut its chain
 // short. pgstore's ImportDump checks the same.
@@ -507,6 +507,13 @@ func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) e
 	}
 	w.check.Took(b)
 	return nil
+}
+
+func (w *sameChainWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
+	if err := w.check.CheckSide(context.Background(), w.writableStore, b); err != nil {
+		return err
+	}
+	return w.writableStore.AddSideBlock(b, uncles...)
 }
 
 // countingWriter counts the blocks a Writer takes.

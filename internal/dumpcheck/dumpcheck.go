@@ -1,5 +1,5 @@
-// Package dumpcheck tells whether the canonical blocks of a dump can be
-// taken into a store that holds a chain as blocks of that chain: what the
+// Package dumpcheck tells whether the blocks of a dump can be taken into a
+// store that holds a chain as blocks of that chain: what the
 // example server's Pebble import and pgstore's ImportDump refuse, with
 // their stores' ErrOtherChain, before anything of another chain of the
 // same chain id is written.
@@ -9,22 +9,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/blockrpc/blockrpc/backend"
 )
 
-// A Checker checks the canonical blocks of one dump, in its order.
+// A Checker checks the blocks of one dump, in its order.
 //
-// A block that follows the last one the Checker was told of is of the
-// chain the dump has shown to be the store's, and may replace the store's
-// blocks above their common ancestor (a dump that reorganises). Any other
-// (the dump's first, or one after a hole in the dump) must be next to the
-// store's chain: the store's own block at its number, the child of the
-// store's block below it, the parent of the store's block above it, or a
-// block that replaces the store's first one from the same parent. One
-// next to none is refused, for nothing tells it from another chain's: a
-// dump that starts below the store's first block, with a gap between.
-// Into a store that held no chain when the dump began, anything goes.
+// A block that follows the last canonical one the Checker was told of, or
+// whose parent the store holds (a block of its chain, or of the dump,
+// written before it), is of the chain the dump has shown to be the
+// store's, and may replace the store's blocks above their common ancestor
+// (a dump that reorganises). Any other canonical block (the dump's first,
+// or one after a hole in the dump) must be next to the store's chain: the
+// store's own block at its number, the child of the store's block below
+// it, the parent of the store's block above it, or a block that replaces
+// the store's first one from the same parent. One next to none is
+// refused, for nothing tells it from another chain's: a dump that starts
+// below the store's first block, with a gap between. A side block must
+// be the child of a block the store holds. Into a store that held no
+// chain when the dump began, anything goes.
 type Checker struct {
 	// OtherChain is the store's error for another chain's block, which
 	// the errors of refused blocks wrap; the store's own failures are
@@ -40,18 +44,21 @@ type Checker struct {
 	}
 }
 
-// Check returns nil when b may be written into store, and otherwise why
-// not.
+// Check returns nil when b may be written into store as canonical, and
+// otherwise why not.
 func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.Block) error {
-	if !c.started {
-		_, err := store.BlockByNumber(ctx, backend.Latest)
-		if err != nil && !errors.Is(err, backend.ErrNotFound) {
-			return err
-		}
-		c.started, c.empty = true, err != nil
+	if err := c.start(ctx, store); err != nil {
+		return err
+	}
+	if b.Number > math.MaxInt64 {
+		// Its neighbours' numbers would be read as tags.
+		return errNumber(b)
 	}
 	if c.Follows(b) {
 		return nil
+	}
+	if held, err := holdsParent(ctx, store, b); held || err != nil {
+		return err
 	}
 	canonical := func(n uint64) (*backend.Block, error) {
 		blk, err := store.BlockByNumber(ctx, backend.BlockNumber(n))
@@ -80,7 +87,10 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 	case ours != nil:
 		return fmt.Errorf("%w: its block %d is %s, the store's is %s", c.OtherChain, b.Number, b.Hash, ours.Hash)
 	}
-	above, err := canonical(b.Number + 1)
+	var above *backend.Block
+	if b.Number < math.MaxInt64 {
+		above, err = canonical(b.Number + 1)
+	}
 	switch {
 	case err != nil:
 		return err
@@ -97,6 +107,58 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 		latest = fmt.Sprint(blk.Number)
 	}
 	return fmt.Errorf("%w: its block %d (%s) is next to no block of the store's chain (%s to %s), which could not tell it for its own", c.OtherChain, b.Number, b.Hash, first, latest)
+}
+
+// CheckSide returns nil when b may be written into store as a side block,
+// and otherwise why not.
+func (c *Checker) CheckSide(ctx context.Context, store backend.Backend, b *backend.Block) error {
+	if err := c.start(ctx, store); err != nil || c.empty {
+		return err
+	}
+	held, err := holdsParent(ctx, store, b)
+	switch {
+	case err != nil:
+		return err
+	case !held:
+		return fmt.Errorf("%w: its side block %d (%s) is not the child of a block the store holds", c.OtherChain, b.Number, b.Hash)
+	}
+	return nil
+}
+
+// errNumber is the error of a block whose number no block can have: the
+// API reads block numbers as int64, as Seal says when it refuses one.
+func errNumber(b *backend.Block) error {
+	return fmt.Errorf("block %d (%s): its number is above the int64 range of block numbers", b.Number, b.Hash)
+}
+
+// start learns, at the dump's first block, whether the store held a
+// chain.
+func (c *Checker) start(ctx context.Context, store backend.Backend) error {
+	if c.started {
+		return nil
+	}
+	_, err := store.BlockByNumber(ctx, backend.Latest)
+	if err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return err
+	}
+	c.started, c.empty = true, err != nil
+	return nil
+}
+
+// holdsParent reports whether store holds b's parent: a block of its
+// chain, canonical or not, or of the dump, written before b.
+func holdsParent(ctx context.Context, store backend.Backend, b *backend.Block) (bool, error) {
+	if b.Number == 0 {
+		return false, nil
+	}
+	_, err := store.BlockByHash(ctx, b.ParentHash)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // Follows reports whether b follows the last block the Checker was told

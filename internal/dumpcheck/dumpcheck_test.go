@@ -3,6 +3,7 @@ package dumpcheck
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -67,5 +68,25 @@ func TestCheck(t *testing.T) {
 	var empty Checker
 	if err := empty.Check(ctx, memstore.New(), theirs.Block(5)); err != nil || !empty.Follows(ours.Block(7)) {
 		t.Errorf("an empty store: %v", err)
+	}
+}
+
+// TestCheckNumberPastInt64 checks a block numbered 2^64-1 whose parent is
+// the store's head, block 3: its number minus one, read as a BlockNumber,
+// was the tag latest, and the Checker took it for the child of the
+// store's block below it.
+func TestCheckNumberPastInt64(t *testing.T) {
+	ours := chaintest.New(chaintest.Config{Seed: 1})
+	ours.AddBlocks(3, chaintest.Txs(1))
+	store := memstore.New()
+	for n := uint64(0); n <= 3; n++ {
+		if err := store.AddBlock(ours.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &backend.Block{Header: backend.Header{Number: math.MaxUint64, ParentHash: ours.Block(3).Hash}}
+	c := Checker{OtherChain: errOther}
+	if err := c.Check(context.Background(), store, b); err == nil {
+		t.Errorf("block %d with the head's hash as parent passed: no block can have its number", b.Number)
 	}
 }

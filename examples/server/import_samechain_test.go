@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pebblestore"
+	"github.com/blockrpc/blockrpc/memstore"
+)
+
+// handChain seals blocks by hand, difficulty 1 and no transactions, to
+// make dumps of chains with side blocks and of other chains.
+type handChain struct {
+	t     *testing.T
+	store *memstore.Store
+}
+
+func newHandChain(t *testing.T) *handChain {
+	return &handChain{t: t, store: memstore.New()}
+}
+
+// block seals a block at number n on parent, extra telling forks apart.
+func (c *handChain) block(n uint64, parent backend.Hash, extra string) *backend.Block {
+	c.t.Helper()
+	b := &backend.Block{Header: backend.Header{Number: n, ParentHash: parent, GasLimit: 30_000_000, Timestamp: n * 12, ExtraData: []byte(extra)}}
+	b.Difficulty.SetUint64(1)
+	if err := backend.Seal(b, nil); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.store.AddSideBlock(b); err != nil {
+		c.t.Fatal(err)
+	}
+	got, err := c.store.BlockByHash(context.Background(), b.Hash)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return got
+}
+
+func dumpLine(b *backend.Block, canonical bool) string {
+	s := `{"block":` + string(b.AppendJSON(nil, true))
+	if !canonical {
+		s += `,"canonical":false`
+	}
+	return s + "}\n"
+}
+
+func writeLines(t *testing.T, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "dump.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func importInto(t *testing.T, s *pebblestore.Store, dir, path string) error {
+	t.Helper()
+	spec := storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return importFile(context.Background(), log, spec, path, s)
+}
+
+func canonicalHashes(t *testing.T, b backend.Backend, upto uint64) []backend.Hash {
+	t.Helper()
+	var out []backend.Hash
+	for n := uint64(0); n <= upto; n++ {
+		blk, err := b.BlockByNumber(context.Background(), backend.BlockNumber(n))
+		if err != nil {
+			out = append(out, backend.Hash{})
+			continue
+		}
+		out = append(out, blk.Hash)
+	}
+	return out
+}
+
+// TestImportSideParentTwice imports a dump that reorganises through a side
+// block (2b, then its child 3b) twice into Pebble: the second import
+// changes nothing, where it was refused as another chain's after it had
+// made 2a and 3a canonical again.
+func TestImportSideParentTwice(t *testing.T) {
+	c := newHandChain(t)
+	g := c.block(0, backend.Hash{}, "")
+	b1 := c.block(1, g.Hash, "")
+	a2 := c.block(2, b1.Hash, "a")
+	a3 := c.block(3, a2.Hash, "a")
+	b2 := c.block(2, b1.Hash, "b")
+	b3 := c.block(3, b2.Hash, "b")
+	path := writeLines(t,
+		dumpLine(g, true), dumpLine(b1, true), dumpLine(a2, true), dumpLine(a3, true),
+		dumpLine(b2, false), dumpLine(b3, true))
+
+	f, _ := os.Open(path)
+	mem, err := memstore.Load(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("memstore.Load: %v", err)
+	}
+	want := canonicalHashes(t, mem, 3)
+
+	dir := filepath.Join(t.TempDir(), "db")
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := importInto(t, s, dir, path); err != nil {
+		t.Fatalf("first import: %v", err)
+	}
+	if got := canonicalHashes(t, s, 3); !slices.Equal(got, want) {
+		t.Fatalf("after the first import the canonical chain is %v, memstore's %v", got, want)
+	}
+	if err := importInto(t, s, dir, path); err != nil {
+		t.Errorf("the same dump imported again: %v", err)
+	}
+	if got := canonicalHashes(t, s, 3); !slices.Equal(got, want) {
+		t.Errorf("after the second import the canonical chain is %v, memstore's (and the first import's) %v", got, want)
+	}
+}
+
+// ours returns the dump lines of a chain of blocks 0 to 3.
+func (c *handChain) ours() []string {
+	g := c.block(0, backend.Hash{}, "")
+	lines := []string{dumpLine(g, true)}
+	for n, parent := uint64(1), g.Hash; n <= 3; n++ {
+		b := c.block(n, parent, "")
+		lines = append(lines, dumpLine(b, true))
+		parent = b.Hash
+	}
+	return lines
+}
+
+// TestImportOtherChainSideBlocks imports into Pebble dumps of another
+// chain that begin with a side block, or are all side blocks: each is
+// refused, and none of its blocks is written, where the side blocks were
+// written unchecked, and a dump of side blocks alone was taken whole.
+func TestImportOtherChainSideBlocks(t *testing.T) {
+	c := newHandChain(t)
+	ours := c.ours()
+	// Another chain: another genesis.
+	og := c.block(0, backend.Hash{}, "other")
+	o1 := c.block(1, og.Hash, "other")
+	o2 := c.block(2, o1.Hash, "other")
+	o2side := c.block(2, o1.Hash, "other-side")
+
+	dir := filepath.Join(t.TempDir(), "db")
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := importInto(t, s, dir, writeLines(t, ours...)); err != nil {
+		t.Fatalf("our chain: %v", err)
+	}
+	err = importInto(t, s, dir, writeLines(t, dumpLine(o2side, false), dumpLine(og, true), dumpLine(o1, true), dumpLine(o2, true)))
+	if !errors.Is(err, pebblestore.ErrOtherChain) {
+		t.Errorf("another chain's dump, a side block first: %v, want ErrOtherChain", err)
+	}
+	if _, err := s.BlockByHash(context.Background(), o2side.Hash); err == nil {
+		t.Errorf("the refused dump's side block %d (%s) of another chain was written into the store", o2side.Number, o2side.Hash)
+	}
+	err = importInto(t, s, dir, writeLines(t, dumpLine(o1, false), dumpLine(o2, false)))
+	if !errors.Is(err, pebblestore.ErrOtherChain) {
+		t.Errorf("another chain's dump of side blocks: %v, want ErrOtherChain", err)
+	}
+	if _, err := s.BlockByHash(context.Background(), o1.Hash); err == nil {
+		t.Errorf("another chain's side block 1 (%s) was written into the store", o1.Hash)
+	}
+}
