@@ -19,16 +19,7 @@ func TestImportDumpSideParentTwice(t *testing.T) {
 	schema := pgtest.Schema(t)
 	url := base + "&search_path=" + schema
 	c := newHandChain(t)
-	g := c.block(0, backend.Hash{}, "")
-	b1 := c.block(1, g.Hash, "")
-	a2 := c.block(2, b1.Hash, "a")
-	a3 := c.block(3, a2.Hash, "a")
-	b2 := c.block(2, b1.Hash, "b")
-	b3 := c.block(3, b2.Hash, "b")
-	path := writeLines(t,
-		dumpLine(g, true), dumpLine(b1, true), dumpLine(a2, true), dumpLine(a3, true),
-		dumpLine(b2, false), dumpLine(b3, true))
-	want := []backend.Hash{g.Hash, b1.Hash, b2.Hash, b3.Hash}
+	path, want := c.sideParentDump()
 
 	ctx := context.Background()
 	w, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
@@ -47,7 +38,7 @@ func TestImportDumpSideParentTwice(t *testing.T) {
 			t.Errorf("import %d: %v", i+1, err)
 		}
 		if got := canonicalHashes(t, w, 3); !slices.Equal(got, want) {
-			t.Errorf("after import %d the canonical chain is %v, memstore's %v", i+1, got, want)
+			t.Errorf("after import %d the canonical chain is %v, the dump's %v", i+1, got, want)
 		}
 	}
 

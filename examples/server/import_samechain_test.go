@@ -83,29 +83,37 @@ func canonicalHashes(t *testing.T, b backend.Backend, upto uint64) []backend.Has
 	return out
 }
 
-// TestImportSideParentTwice imports a dump that reorganises through a side
-// block (2b, then its child 3b) twice into Pebble: the second import
-// changes nothing, where it was refused as another chain's after it had
-// made 2a and 3a canonical again.
-func TestImportSideParentTwice(t *testing.T) {
-	c := newHandChain(t)
+// sideParentDump writes a dump of blocks 0, 1, 2a, 3a, then 2b as a side
+// block and its child 3b: a reorganisation through a side block. It
+// returns the dump's path and its canonical chain.
+func (c *handChain) sideParentDump() (string, []backend.Hash) {
 	g := c.block(0, backend.Hash{}, "")
 	b1 := c.block(1, g.Hash, "")
 	a2 := c.block(2, b1.Hash, "a")
 	a3 := c.block(3, a2.Hash, "a")
 	b2 := c.block(2, b1.Hash, "b")
 	b3 := c.block(3, b2.Hash, "b")
-	path := writeLines(t,
+	path := writeLines(c.t,
 		dumpLine(g, true), dumpLine(b1, true), dumpLine(a2, true), dumpLine(a3, true),
 		dumpLine(b2, false), dumpLine(b3, true))
+	return path, []backend.Hash{g.Hash, b1.Hash, b2.Hash, b3.Hash}
+}
 
+// TestImportSideParentTwice imports a dump that reorganises through a side
+// block (2b, then its child 3b) twice into Pebble: the second import
+// changes nothing, where it was refused as another chain's after it had
+// made 2a and 3a canonical again.
+func TestImportSideParentTwice(t *testing.T) {
+	path, want := newHandChain(t).sideParentDump()
 	f, _ := os.Open(path)
 	mem, err := memstore.Load(f)
 	f.Close()
 	if err != nil {
 		t.Fatalf("memstore.Load: %v", err)
 	}
-	want := canonicalHashes(t, mem, 3)
+	if got := canonicalHashes(t, mem, 3); !slices.Equal(got, want) {
+		t.Fatalf("memstore's canonical chain of the dump is %v, want %v", got, want)
+	}
 
 	dir := filepath.Join(t.TempDir(), "db")
 	s, err := pebblestore.Open(dir, nil)
@@ -123,7 +131,7 @@ func TestImportSideParentTwice(t *testing.T) {
 		t.Errorf("the same dump imported again: %v", err)
 	}
 	if got := canonicalHashes(t, s, 3); !slices.Equal(got, want) {
-		t.Errorf("after the second import the canonical chain is %v, memstore's (and the first import's) %v", got, want)
+		t.Errorf("after the second import the canonical chain is %v, the dump's (and the first import's) %v", got, want)
 	}
 }
 
