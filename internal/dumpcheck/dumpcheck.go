@@ -22,9 +22,9 @@ import (
 // store's, and may replace the store's blocks above their common ancestor
 // (a dump that reorganises). Any other canonical block (the dump's first,
 // or one after a hole in the dump) must be next to the store's chain: the
-// store's own block at its number, the child of the store's block below
-// it, the parent of the store's block above it, or a block that replaces
-// the store's first one from the same parent. One next to none is
+// store's own block at its number, the parent of the store's block above
+// it, or a block that replaces the store's first one from the same
+// parent. One next to none is
 // refused, for nothing tells it from another chain's: a dump that starts
 // below the store's first block, with a gap between. A side block must
 // be the child of a block the store holds. Into a store that held no
@@ -68,12 +68,12 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 		return blk, err
 	}
 	if b.Number > 0 {
+		// A child of the store's block below passed above, its parent
+		// held: any other block at this number is another chain's.
 		below, err := canonical(b.Number - 1)
 		switch {
 		case err != nil:
 			return err
-		case below != nil && below.Hash == b.ParentHash:
-			return nil
 		case below != nil:
 			return fmt.Errorf("%w: its block %d (%s) is not the child of the store's block %d (%s)", c.OtherChain, b.Number, b.Hash, below.Number, below.Hash)
 		}
