@@ -26,11 +26,14 @@ GETH         = $(CURDIR)/bin/geth-$(GETH_VERSION)
 ## test: format and vet checks, then every test of every module with -race
 test: check test-root interop browser
 
-## check: gofmt and go vet, in the workspace's modules and the interop module
+## check: gofmt and go vet, in the workspace's modules and the interop
+## module; and the workspace built where an int is 32 bits, where a
+## constant that fits 64 bits fails to compile
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(WORKSPACE)
+	GOARCH=386 $(GO) build $(WORKSPACE)
 	$(INTEROP_GO) vet ./...
 	cd $(BROWSER) && GOWORK=off $(GO) vet ./...
 

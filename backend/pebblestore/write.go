@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
@@ -97,8 +98,9 @@ type write struct {
 // maxBatchBytes bounds a write's batch below Pebble's limit of 4 GB, past
 // which adding to a batch panics: a reorganisation that moves more than
 // that (the records of 10^4 blocks of 150 KB, each written twice) is
-// refused rather than written in parts.
-var maxBatchBytes = 3 << 30
+// refused rather than written in parts. Where an int is 32 bits, no batch
+// can come near it, and the bound is the largest int.
+var maxBatchBytes = min(3<<30, math.MaxInt)
 
 // write runs f under the writer lock and commits what it wrote, unless it
 // fails: then nothing of it is stored.
