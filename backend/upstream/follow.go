@@ -614,8 +614,10 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 	for _, v := range branch {
 		stripTotalDifficulty(v)
 	}
-	if replaced != nil {
-		bottom := branch[len(branch)-1].block
+	// The branch's block at the first number needs its total difficulty
+	// only when it was fetched: one the store holds (a branch switched
+	// back to, a switch cut short) has the one it was stored with.
+	if bottom := branch[len(branch)-1].block; replaced != nil && bottom.Number == replaced.Number {
 		bottom.TotalDifficulty = replacedTotalDifficulty(f.chainID, replaced, bottom)
 	}
 	if err := f.dropPending(ctx); err != nil {

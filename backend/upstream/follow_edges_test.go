@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -63,6 +64,48 @@ func TestFollowReplacesFirstBlock(t *testing.T) {
 	f = startFollower(t, dst, node, upstream.FollowConfig{})
 	waitSynced(t, f, dst, node.Store())
 	sameChain(t, dst, node.Store(), 20)
+}
+
+// TestFollowReplacesFirstBlockThenBack follows a proof-of-work store that
+// starts at block 20 through a reorganisation that replaces its first
+// block, and then back to the first branch, as it was or grown: the store
+// holds that branch's blocks off the chain, its block 20 with the total
+// difficulty it had, which the switch back must not give anew to another
+// block. It used to give it to the lowest block it fetched, which the store
+// refused, at every poll, for good.
+func TestFollowReplacesFirstBlockThenBack(t *testing.T) {
+	for _, grown := range []int{0, 3} {
+		t.Run(fmt.Sprintf("grown%d", grown), func(t *testing.T) {
+			b := chaintest.New(preMerge)
+			b.AddBlocks(25, chaintest.Txs(1))
+			node := newFakeNode(t, snapshot(t, b.Store()))
+			dst := memstore.New()
+			from := storeBlock(t, b.Store(), 20)
+			f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
+			waitSynced(t, f, dst, node.Store())
+
+			side := b.Fork(19)
+			side.AddBlocks(7, func(i int, g *chaintest.BlockGen) {
+				g.SetExtraData([]byte("side"))
+				chaintest.Txs(1)(i, g)
+			})
+			side.Reorg()
+			reorgTo(t, node, b)
+			waitSynced(t, f, dst, node.Store())
+			if first := storeBlock(t, dst, backend.Earliest); first.Hash != side.Block(20).Hash {
+				t.Fatalf("the store's first block is %s, want the side branch's %s", first.Hash, side.Block(20).Hash)
+			}
+
+			b.AddBlocks(grown, chaintest.Txs(1))
+			b.Reorg()
+			reorgTo(t, node, b)
+			waitSynced(t, f, dst, node.Store())
+			sameChain(t, dst, node.Store(), 20)
+			if failed := f.logs.find("following failed"); len(failed) > 0 {
+				t.Errorf("following failed %d times, first: %v", len(failed), failed[0].attrs["err"])
+			}
+		})
+	}
 }
 
 // TestFollowStartUnverifiedFirstBlock starts a follower on a store that
