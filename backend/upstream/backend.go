@@ -84,7 +84,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	closeIdle := func() {}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = newHTTPClient()
+		cfg.HTTPClient = &http.Client{Transport: newTransport(64)}
 		closeIdle = cfg.HTTPClient.CloseIdleConnections
 	}
 	cfg = withDefaults(cfg)
@@ -126,14 +126,20 @@ func open(ctx context.Context, cfg Config) (*Backend, error) {
 	return b, nil
 }
 
-// newHTTPClient makes the client of a Backend given none.
-func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+// newTransport makes the transport of a Backend or Follower given no
+// client, keeping idle connections for idlePerHost requests at once to an
+// endpoint: the default transport keeps two, and the rest would be opened
+// and closed for every request. It is made afresh rather than cloned from
+// http.DefaultTransport, which a program may have replaced with a
+// RoundTripper of its own (a tracing wrapper, a mock).
+func newTransport(idlePerHost int) *http.Transport {
+	return &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 64,
+		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
-	}}
+	}
 }
 
 // withDefaults fills in the zero values of cfg, whose HTTPClient Open has

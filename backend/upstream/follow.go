@@ -192,11 +192,7 @@ func NewFollower(store Store, cfg FollowConfig) (*Follower, error) {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		// The default transport keeps two idle connections a host: the
-		// workers of a backfill would open and close the rest for every
-		// block.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = cfg.Concurrency + 2
+		t := newTransport(cfg.Concurrency + 2)
 		hc = &http.Client{Transport: t}
 		f.closer = t.CloseIdleConnections
 	}

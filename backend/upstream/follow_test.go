@@ -1112,6 +1112,23 @@ func TestNewFollowerRefuses(t *testing.T) {
 	}
 }
 
+// TestNewFollowerReplacedDefaultTransport makes a Follower given no
+// client in a program that replaced http.DefaultTransport with a
+// RoundTripper of its own, as tracing and mocking libraries do: the
+// follower used to clone it as an *http.Transport, and panicked.
+func TestNewFollowerReplacedDefaultTransport(t *testing.T) {
+	saved := http.DefaultTransport
+	http.DefaultTransport = roundTripperFunc(saved.RoundTrip)
+	defer func() { http.DefaultTransport = saved }()
+	if _, err := upstream.NewFollower(memstore.New(), upstream.FollowConfig{Endpoint: "http://127.0.0.1:8545"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
 // mainnetBlock decodes the block an eth_getBlockByNumber fixture of the
 // mainnet folder answers, with its transaction objects.
 func mainnetBlock(t *testing.T, file string) *backend.Block {
