@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // maxAnswerBytes bounds what is read of one endpoint answer: a batch of the
@@ -50,17 +51,55 @@ type RPCError struct {
 func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
 
 // StatusError is an HTTP answer other than 200 OK. RetryAfter is what a
-// 429 or 503 asked for, zero when it said nothing.
+// 429 or 503 asked for, zero when it said nothing. Reason is what the
+// answer's body said of it, for the operator: the message of a JSON-RPC
+// error ("rejected due to project ID settings"), or else the first line
+// of a body of plain text, 200 bytes at most; empty when it said nothing
+// readable (an HTML page, say).
 type StatusError struct {
 	Status     int
 	RetryAfter time.Duration
+	Reason     string
 }
 
 func (e *StatusError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("HTTP %d (retry after %s)", e.Status, e.RetryAfter)
+	msg := fmt.Sprintf("HTTP %d", e.Status)
+	if e.Reason != "" {
+		msg += ": " + strconv.Quote(e.Reason)
 	}
-	return fmt.Sprintf("HTTP %d", e.Status)
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return msg
+}
+
+// maxReasonBytes bounds StatusError.Reason: a provider's reason is a
+// sentence, and anything longer is a page no log line should hold.
+const maxReasonBytes = 200
+
+// statusReason is the Reason of a StatusError whose answer's body is body.
+func statusReason(body []byte) string {
+	var answer struct {
+		Error *RPCError `json:"error"`
+	}
+	var reason string
+	if json.Unmarshal(body, &answer) == nil && answer.Error != nil {
+		reason = answer.Error.Message
+	} else if text := bytes.TrimSpace(body); len(text) > 0 && text[0] != '<' && text[0] != '{' && text[0] != '[' {
+		line, _, _ := bytes.Cut(text, []byte("\n"))
+		reason = string(bytes.TrimSpace(line))
+	}
+	if !utf8.ValidString(reason) {
+		return ""
+	}
+	if len(reason) > maxReasonBytes {
+		cut := maxReasonBytes
+		for !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut] + "…"
+	}
+	return reason
 }
 
 // errBadAnswer is an answer that is not what JSON-RPC promises: not JSON,
@@ -128,8 +167,10 @@ func (c *client) do(ctx context.Context, calls ...*call) error {
 	buf.Reset()
 	defer bufPool.Put(buf)
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+		// Read whole (64 KB at most), so that the connection is kept.
+		_, _ = buf.ReadFrom(io.LimitReader(resp.Body, 64<<10))
+		return &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+			Reason: statusReason(buf.Bytes())}
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswerBytes+1)); err != nil {
 		return err

@@ -120,7 +120,7 @@ func TestServerError(t *testing.T) {
 		}
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return true
-	}, "HTTP 500")
+	}, `HTTP 500: "internal error"`)
 }
 
 // TestRPCError answers the primary's block requests with a JSON-RPC error,

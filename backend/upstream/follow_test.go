@@ -1129,6 +1129,28 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// TestFollowLogsRefusalReason has the endpoint refuse every request as a
+// provider refuses a wrong key, with HTTP 401 and a JSON-RPC error that
+// says why: the follower's log gives the reason, which the operator has
+// to act on, and not the status alone.
+func TestFollowLogsRefusalReason(t *testing.T) {
+	b := chaintest.New(allForks)
+	b.AddBlocks(2, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"jsonrpc":"2.0","id":0,"error":{"code":-32002,"message":"rejected due to project ID settings"}}`))
+		return true
+	})
+	f := startFollower(t, memstore.New(), node, upstream.FollowConfig{})
+	waitFor(t, "a failed request logged", func() bool { return len(f.logs.find("request failed")) > 0 })
+	got := f.logs.find("request failed")[0].attrs["err"].String()
+	if want := `HTTP 401: "rejected due to project ID settings"`; !strings.Contains(got, want) {
+		t.Errorf("the refusal is logged as %q, want it to hold %s", got, want)
+	}
+}
+
 // mainnetBlock decodes the block an eth_getBlockByNumber fixture of the
 // mainnet folder answers, with its transaction objects.
 func mainnetBlock(t *testing.T, file string) *backend.Block {
