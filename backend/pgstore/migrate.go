@@ -104,9 +104,9 @@ func checkVersion(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // tablesVersion reads the version the tables are at.
-func tablesVersion(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+func tablesVersion(ctx context.Context, q querier) (int, error) {
 	var version int
-	err := pool.QueryRow(ctx, `SELECT version FROM `+versionTable+` WHERE id = 1`).Scan(&version)
+	err := q.QueryRow(ctx, `SELECT version FROM `+versionTable+` WHERE id = 1`).Scan(&version)
 	return version, err
 }
 

@@ -156,12 +156,17 @@ func (r *Reader) poll(ctx context.Context) {
 // tags, the chain id, and the pending block when it changed. It also reads
 // the tables' version, and returns ErrMigrated (as every read does from
 // then on) when a writer of another version has migrated them.
-func (r *Reader) Refresh(ctx context.Context) error {
+func (r *Reader) Refresh(ctx context.Context) error { return r.refreshOn(ctx, r.pool) }
+
+// refreshOn is Refresh, reading through q: a Writer reads on the
+// connection of its transaction, since a pool of one connection would
+// have none to spare.
+func (r *Reader) refreshOn(ctx context.Context, q querier) error {
 	if err := r.lockPoll(ctx); err != nil {
 		return err
 	}
 	defer r.unlockPoll()
-	return r.refresh(ctx)
+	return r.refresh(ctx, q)
 }
 
 // lockPoll waits for the poll under way, if any, to end, or for ctx.
@@ -176,8 +181,8 @@ func (r *Reader) lockPoll(ctx context.Context) error {
 
 func (r *Reader) unlockPoll() { <-r.polling }
 
-// refresh is Refresh with the poll's token held.
-func (r *Reader) refresh(ctx context.Context) error {
+// refresh is Refresh with the poll's token held, reading through q.
+func (r *Reader) refresh(ctx context.Context, q querier) error {
 	old := r.head.Load()
 	if old.migrated != nil {
 		// For good: a standby that has not replayed the migration yet
@@ -193,7 +198,7 @@ func (r *Reader) refresh(ctx context.Context) error {
 	)
 	// One statement: the pending block comes with the row that names it,
 	// and only when it is not the one already held.
-	err := r.pool.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.latest, h.latest_hash, h.earliest, h.safe,
+	err := q.QueryRow(ctx, `SELECT h.version, h.reorg_version, h.latest, h.latest_hash, h.earliest, h.safe,
 			h.finalized, h.chain_id::TEXT, h.chain_id_bound, h.pending_version, p.td, p.body,
 			(SELECT version FROM `+versionTable+` WHERE id = 1)
 		FROM head h LEFT JOIN pending p ON p.id = 1 AND h.pending_version <> $1
@@ -203,7 +208,7 @@ func (r *Reader) refresh(ctx context.Context) error {
 	if err != nil {
 		// A migration may have changed the head row itself, or a standby
 		// not have its first row yet.
-		if v, verr := tablesVersion(ctx, r.pool); verr == nil && v != r.schema {
+		if v, verr := tablesVersion(ctx, q); verr == nil && v != r.schema {
 			tables = pgtype.Int8{Int64: int64(v), Valid: true}
 			err = nil
 		}
@@ -293,7 +298,7 @@ func (r *Reader) refreshPast(ctx context.Context, version int64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readPollTimeout)
 	defer cancel()
-	return r.refresh(ctx)
+	return r.refresh(ctx, r.pool)
 }
 
 func decodePending(td, body []byte) (*backend.Block, error) {

@@ -292,7 +292,7 @@ func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) erro
 		if w.unsure.Load() || w.head.Load().chainIDErr != nil {
 			// The lease's row lock, which fence holds, orders this read
 			// after the last write's commit, if there was one.
-			if err := w.Reader.Refresh(ctx); err != nil {
+			if err := w.Reader.refreshOn(ctx, tx); err != nil {
 				return err
 			}
 			w.unsure.Store(false)
@@ -495,6 +495,7 @@ type stored struct {
 // querier is a transaction or the pool.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // lookup reads the stored blocks among hashes.

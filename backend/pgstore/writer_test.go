@@ -179,3 +179,41 @@ func TestWriterCommitAnswerLost(t *testing.T) {
 		t.Errorf("a reader's latest: %v, want block 43", err)
 	}
 }
+
+// TestWriterCommitAnswerLostOneConnection loses a COMMIT's answer on a
+// Writer whose pool has one connection: the next write reads the head row
+// on its own transaction's connection, where it used to ask the pool for
+// a second one and wait for it for good, holding the lease's row.
+func TestWriterCommitAnswerLostOneConnection(t *testing.T) {
+	s := buildShared()
+	_, url := pgtest.Shared(t)
+	proxy, viaProxy := pgtest.StartProxy(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: pgtest.Schema(t), MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s.addMain(t, w, 5)
+
+	proxy.LoseCommitAnswers(1)
+	if err := s.write(w, s.main.Block(6), true); err == nil {
+		t.Fatal("the write whose COMMIT answer was lost succeeded")
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.write(w, s.main.Block(7), true) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the write after the lost answer: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		w.Close() // ends it
+		<-done
+		t.Fatal("the write after the lost answer had not returned after 15 s")
+	}
+	if b, err := w.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != s.main.Block(7).Hash {
+		t.Errorf("the writer's latest block: %v, want block 7", err)
+	}
+}
