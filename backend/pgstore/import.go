@@ -82,10 +82,12 @@ var ErrOtherChain = errors.New("pgstore: the dump is of another chain than the s
 // is not safe for concurrent use, and nothing else should write through
 // its Writer meanwhile.
 type Importer struct {
-	w     *Writer
-	ctx   context.Context
-	opts  ImportOptions
-	start time.Time
+	w   *Writer
+	ctx context.Context // the caller's, ended too when w closes
+	// release lets go of ctx, once the Importer is closed.
+	release func()
+	opts    ImportOptions
+	start   time.Time
 
 	mode  int // what the buffer holds: nothing, appends or readds
 	items []*importItem
@@ -136,9 +138,12 @@ type importItem struct {
 	body       []byte // encoded (appends)
 }
 
-// NewImporter returns an Importer writing through w; ctx ends it.
+// NewImporter returns an Importer writing through w; ctx ends it, a
+// write under way too, as closing w does.
 func (w *Writer) NewImporter(ctx context.Context, opts *ImportOptions) *Importer {
-	im := &Importer{w: w, ctx: ctx, start: time.Now(), recent: make(map[backend.Hash]*uint256.Int)}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(w.ctx, func() { cancel(ErrClosed) })
+	im := &Importer{w: w, ctx: ctx, release: func() { stop(); cancel(nil) }, start: time.Now(), recent: make(map[backend.Hash]*uint256.Int)}
 	im.same.OtherChain = ErrOtherChain
 	if st := w.head.Load(); st.hasCanonical {
 		im.storedBefore = int(st.latest - st.earliest + 1)
@@ -313,9 +318,10 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 		return err
 	}
 	im.tail.valid = false
-	if err := im.w.addItem(it); err != nil {
+	if err := im.w.addItem(im.ctx, it); err != nil {
 		var be *blockErr
 		if !errors.As(err, &be) {
+			err = im.stopped(err)
 			im.err = err // not the block's fault: the store's
 		}
 		return err
@@ -436,6 +442,7 @@ func (im *Importer) Close() error {
 	if im.closed {
 		return im.closeErr
 	}
+	defer im.release()
 	err := im.Flush()
 	im.closed, im.closeErr = true, err
 	if im.err == nil {
@@ -578,7 +585,7 @@ func (im *Importer) write(f *inflight) {
 	case errors.Is(err, errOneByOne):
 		f.oneByOne = true
 		for _, x := range f.items {
-			if f.err = im.w.addItem(x.item); f.err != nil {
+			if f.err = im.w.addItem(im.ctx, x.item); f.err != nil {
 				return
 			}
 			f.written++
@@ -609,10 +616,21 @@ func (im *Importer) join() error {
 	}
 	im.report()
 	if f.err != nil {
+		f.err = im.stopped(f.err)
 		im.err = f.err
 		im.items, im.bytes, im.mode = nil, 0, modeEmpty
 	}
 	return f.err
+}
+
+// stopped is the error of a write that failed once ctx had ended: the
+// server's answer to a statement cancelled ("canceling statement due to
+// user request") says less than why it was.
+func (im *Importer) stopped(err error) error {
+	if im.ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("pgstore: the import stopped: %w", context.Cause(im.ctx))
 }
 
 // errOneByOne is how a batch says it must be written block by block: a
@@ -624,7 +642,7 @@ var errOneByOne = errors.New("pgstore: the batch is written block by block")
 // before, with COPY in one transaction.
 func (im *Importer) flushAppends(items []*importItem) error {
 	first := items[0].b
-	return im.w.write(func(ctx context.Context, t *txn, st *headState) error {
+	return im.w.write(im.ctx, func(ctx context.Context, t *txn, st *headState) error {
 		if !st.hasCanonical || st.latestHash != first.ParentHash || st.latest+1 != first.Number {
 			return errOneByOne // written to meanwhile
 		}

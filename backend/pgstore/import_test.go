@@ -619,3 +619,61 @@ func TestImporterCloseTwiceAfterFailure(t *testing.T) {
 		t.Errorf("a second Close: %v, want the first's %v", again, first)
 	}
 }
+
+// TestImportDumpEndsHeldWrite has an import's batch wait for a lock on the
+// blocks table (as a CREATE INDEX without CONCURRENTLY holds it), and
+// ends the import while it waits: by its context, or by closing the
+// Writer. The write is cancelled on the server and ImportDump returns
+// why; the write used to run on the Writer's context alone, and waited
+// for the lock.
+func TestImportDumpEndsHeldWrite(t *testing.T) {
+	for _, end := range []string{"context", "writer closed"} {
+		t.Run(end, func(t *testing.T) {
+			s := buildShared()
+			w, url, schema := openWriter(t, nil)
+			s.addMain(t, w, 10)
+			data := dump(t, s.main.Store())
+
+			watcher := pgtest.Connect(t, url)
+			lockTable(t, url, schema, "blocks", "SHARE")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- w.ImportDump(ctx, bytes.NewReader(data), nil) }()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				select {
+				case err := <-done:
+					t.Fatalf("the import ended before it waited for the lock: %v", err)
+				default:
+				}
+				var n int
+				if err := watcher.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the import did not wait for the lock within 30 s")
+				}
+			}
+
+			want := context.Canceled
+			if end == "context" {
+				cancel()
+			} else {
+				want = pgstore.ErrClosed
+				go w.Close()
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, want) {
+					t.Errorf("ImportDump returned %v, want %v", err, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("ImportDump had not returned 10 s after it was ended")
+			}
+		})
+	}
+}

@@ -275,14 +275,14 @@ func (w *Writer) usable() error {
 
 // write runs fn in one transaction that holds the lease and ends by
 // writing the head row from the state fn leaves. The new state is served
-// once the transaction has committed; on any error nothing is.
-func (w *Writer) write(fn func(ctx context.Context, tx *txn, st *headState) error) error {
+// once the transaction has committed; on any error nothing is. ctx ends
+// the write, as Close does: an Importer's, or the Writer's own.
+func (w *Writer) write(ctx context.Context, fn func(ctx context.Context, tx *txn, st *headState) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.usable(); err != nil {
 		return err
 	}
-	ctx := w.ctx
 	var old *headState
 	var st headState
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
@@ -475,11 +475,11 @@ func (w *Writer) add(block *backend.Block, uncles []*backend.Uncle, canonical bo
 	if err != nil {
 		return err
 	}
-	return w.addItem(it)
+	return w.addItem(w.ctx, it)
 }
 
-func (w *Writer) addItem(it *item) error {
-	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+func (w *Writer) addItem(ctx context.Context, it *item) error {
+	return w.write(ctx, func(ctx context.Context, t *txn, st *headState) error {
 		return addInTx(ctx, t, st, it)
 	})
 }
@@ -842,7 +842,7 @@ func upsertCanonical(t *txn, st *headState, number uint64, hash backend.Hash) {
 // tag, checked as memstore checks it, or none when block is nil.
 func (w *Writer) SetPending(block *backend.Block) error {
 	if block == nil {
-		return w.write(func(ctx context.Context, t *txn, st *headState) error {
+		return w.write(w.ctx, func(ctx context.Context, t *txn, st *headState) error {
 			t.queue(`DELETE FROM pending WHERE id = 1`)
 			st.pending, st.pendingErr = nil, nil
 			st.pendingVersion++
@@ -853,7 +853,7 @@ func (w *Writer) SetPending(block *backend.Block) error {
 	if err != nil {
 		return blockError(b, fmt.Errorf("pending: %w", err))
 	}
-	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+	return w.write(w.ctx, func(ctx context.Context, t *txn, st *headState) error {
 		if err := agreeChainID(st, id); err != nil {
 			return blockError(b, fmt.Errorf("pending: %w", err))
 		}
@@ -884,7 +884,7 @@ func (w *Writer) SetSafe(number uint64) error { return w.setTag(number, "safe") 
 func (w *Writer) SetFinalized(number uint64) error { return w.setTag(number, "finalized") }
 
 func (w *Writer) setTag(number uint64, name string) error {
-	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+	return w.write(w.ctx, func(ctx context.Context, t *txn, st *headState) error {
 		var one int
 		err := pgx.ErrNoRows
 		if number <= math.MaxInt64 {
@@ -909,7 +909,7 @@ func (w *Writer) setTag(number uint64, name string) error {
 // transactions do not tell it. It fails when stored transactions are signed
 // for another chain.
 func (w *Writer) SetChainID(id uint64) error {
-	return w.write(func(ctx context.Context, t *txn, st *headState) error {
+	return w.write(w.ctx, func(ctx context.Context, t *txn, st *headState) error {
 		if st.chainIDBound && st.chainID != id {
 			return &blockErr{&backend.MismatchError{Field: "chainId", Given: hexutil.EncodeUint64(id), Computed: hexutil.EncodeUint64(st.chainID) + " (of the stored transactions)"}}
 		}
