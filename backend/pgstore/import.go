@@ -104,13 +104,20 @@ type Importer struct {
 	// the uncles of the next ones; bounded by recentLimit.
 	recent      map[backend.Hash]*uint256.Int
 	recentOrder []backend.Hash
-	chainID     *uint256.Int      // the buffer's, before it is the store's
-	same        dumpcheck.Checker // SameChain's
-	copied      int               // blocks written with COPY
-	inflight    *inflight         // the batch being written
-	err         error             // the first error in writing: every later call returns it
-	closed      bool
-	closeErr    error // what Close returned
+	// readdTail is the last block given that is perhaps stored already,
+	// with its total difficulty as given: the parent of the next one, in
+	// a run of them.
+	readdTail struct {
+		hash backend.Hash
+		td   *uint256.Int
+	}
+	chainID  *uint256.Int      // the buffer's, before it is the store's
+	same     dumpcheck.Checker // SameChain's
+	copied   int               // blocks written with COPY
+	inflight *inflight         // the batch being written
+	err      error             // the first error in writing: every later call returns it
+	closed   bool
+	closeErr error // what Close returned
 	// storedBefore is how many canonical blocks the store held when the
 	// Importer was made.
 	storedBefore int
@@ -307,6 +314,9 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 	}
 	if im.mode != modeAppend && (!canonical || (st.hasCanonical && it.b.Number <= st.latest)) {
 		// Perhaps a block already stored: checked with the batch.
+		if err := im.checkReaddTD(it.b); err != nil {
+			return im.refuse(err)
+		}
 		im.mode = modeReadd
 		im.items = append(im.items, &importItem{item: it})
 		if len(im.items) >= im.opts.BatchBlocks {
@@ -350,6 +360,39 @@ func (im *Importer) extends(b *backend.Block) (bool, error) {
 		im.remember(st.latestHash, td)
 	}
 	return im.tail.td != nil && b.ParentHash == im.tail.hash && b.Number == im.tail.number+1, nil
+}
+
+// checkReaddTD checks the total difficulty given with a block that is
+// perhaps stored already against its parent's, as AddBlock does, so that
+// the call that gives it refuses it: its batch, written later, finds it
+// stored or writes it. The parent's is the last such block's (as given),
+// an appended block's, or else the store's, read once for a run of them.
+func (im *Importer) checkReaddTD(b *backend.Block) error {
+	given := b.TotalDifficulty
+	last := im.readdTail
+	im.readdTail.hash, im.readdTail.td = b.Hash, given
+	if given == nil {
+		return nil
+	}
+	var parentTD *uint256.Int
+	switch {
+	case last.td != nil && last.hash == b.ParentHash:
+		parentTD = last.td
+	case im.recent[b.ParentHash] != nil:
+		parentTD = im.recent[b.ParentHash]
+	default:
+		found, err := lookup(im.ctx, im.w.pool, [][]byte{b.ParentHash[:]})
+		if err != nil {
+			return fmt.Errorf("pgstore: %w", err)
+		}
+		if p, ok := found[b.ParentHash]; ok {
+			parentTD = p.td
+		}
+	}
+	if err := backend.SettleTotalDifficulty("totalDifficulty", &given, parentTD, &b.Difficulty); err != nil {
+		return blockError(b, err)
+	}
+	return nil
 }
 
 // append buffers a block that extends the tail.
@@ -617,6 +660,11 @@ func (im *Importer) join() error {
 	im.report()
 	if f.err != nil {
 		f.err = im.stopped(f.err)
+		var be *blockErr
+		if errors.As(f.err, &be) {
+			// Returned by a later call, whose own block is not at fault.
+			f.err = &blockErr{fmt.Errorf("a block given earlier, written with its batch: %w", f.err)}
+		}
 		im.err = f.err
 		im.items, im.bytes, im.mode = nil, 0, modeEmpty
 	}

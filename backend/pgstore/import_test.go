@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
@@ -16,10 +17,12 @@ import (
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
+	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -675,5 +678,66 @@ func TestImportDumpEndsHeldWrite(t *testing.T) {
 				t.Fatal("ImportDump had not returned 10 s after it was ended")
 			}
 		})
+	}
+}
+
+// TestImportStoredBlockWrongTD gives again a block the store holds, with
+// a total difficulty one more than its own: the call that gives it
+// refuses it, as AddBlock and memstore do, and ImportDump names its line.
+// The Importer used to check it with its batch, and a later call
+// returned the error, with the line of another block or none.
+func TestImportStoredBlockWrongTD(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, _, _ := openWriter(t, nil)
+	s.addMain(t, w, 10)
+
+	bad := s.main.Block(5).Copy()
+	bad.TotalDifficulty = new(uint256.Int).AddUint64(bad.TotalDifficulty, 1)
+	im := w.NewImporter(ctx, nil)
+	if err := im.AddBlock(bad); err == nil || !strings.Contains(err.Error(), "totalDifficulty") {
+		t.Errorf("Importer.AddBlock of block 5 with a wrong total difficulty: %v", err)
+	}
+	im.Close()
+
+	src := s.main.Store()
+	five, err := src.BlockByNumber(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(dump(t, src), []byte("\n"))
+	badLine := -1
+	for i, l := range lines {
+		if bytes.Contains(l, []byte(`"hash":"`+five.Hash.String()+`"`)) && !bytes.Contains(l, []byte(`"uncles":[{`)) {
+			badLine = i
+		}
+	}
+	if badLine < 0 {
+		t.Fatal("no line of block 5 in the dump")
+	}
+	td := hexutil.EncodeU256(five.TotalDifficulty)
+	wrong := hexutil.EncodeU256(new(uint256.Int).AddUint64(five.TotalDifficulty, 1))
+	old := fmt.Sprintf(`"totalDifficulty":"%s"`, td)
+	if !bytes.Contains(lines[badLine], []byte(old)) {
+		t.Fatalf("line %d has no %s", badLine+1, old)
+	}
+	lines[badLine] = bytes.Replace(lines[badLine], []byte(old), []byte(fmt.Sprintf(`"totalDifficulty":"%s"`, wrong)), 1)
+
+	// memstore refuses it at its line.
+	_, merr := memstore.Load(bytes.NewReader(bytes.Join(lines, nil)))
+	var mline *memstore.LineError
+	if !errors.As(merr, &mline) || mline.Line != badLine+1 {
+		t.Fatalf("memstore: %v; want an error at line %d", merr, badLine+1)
+	}
+
+	err = w.ImportDump(ctx, bytes.NewReader(bytes.Join(lines, nil)), nil)
+	var le *memstore.LineError
+	switch {
+	case err == nil:
+		t.Errorf("ImportDump took block 5 with a wrong total difficulty")
+	case !errors.As(err, &le):
+		t.Errorf("ImportDump: %v; not a *memstore.LineError (want line %d)", err, badLine+1)
+	case le.Line != badLine+1:
+		t.Errorf("ImportDump: the error names line %d, the bad block is on line %d: %v", le.Line, badLine+1, err)
 	}
 }
