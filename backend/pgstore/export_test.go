@@ -70,7 +70,7 @@ func OpenWriterMigrating(ctx context.Context, url string, opts *Options, name, s
 // reading tables at version.
 func OpenReaderOfVersion(ctx context.Context, url string, opts *Options, version int) (*Reader, error) {
 	o := opts.withDefaults()
-	pool, err := openPool(ctx, url, &o)
+	pool, err := openPool(ctx, url, &o, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -346,3 +346,115 @@ func TestReaderNeedsTables(t *testing.T) {
 		t.Errorf("a reader of an empty schema: %v, want ErrNoSchema", err)
 	}
 }
+
+// TestLeaseOverPartitionedWrite cuts a writer off from the database in
+// the middle of a write, as a failed host or network does: the server's
+// session holds the lease's row locked, idle in its transaction, and
+// hears nothing more. The server ends that session once the lease would
+// have run out, and a second writer waiting for the lease takes it over,
+// and writes. Before, the session lived until TCP gave up on it (hours),
+// and the second writer waited on the row's lock all that time.
+func TestLeaseOverPartitionedWrite(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	_, url := pgtest.Shared(t)
+	schema := pgtest.Schema(t)
+	// Closed after the proxy has stopped (cleanups run last first), so
+	// that it does not wait on connections that lead nowhere.
+	var first *pgstore.Writer
+	t.Cleanup(func() {
+		if first != nil {
+			first.Close()
+		}
+	})
+	proxy, viaProxy := pgtest.StartProxy(t, url)
+	const ttl = 2 * time.Second
+	first, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema, LeaseTTL: ttl, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addMain(t, first, 5)
+
+	// The write waits for a lock on the blocks table, having locked the
+	// lease's row; the network fails; then the table's lock goes, and
+	// the write's statement ends on the server, unheard.
+	locker, err := pgtest.Connect(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback(ctx)
+	if _, err := locker.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	go s.write(first, s.main.Block(6), true) // ends when first closes
+	watcher := pgtest.Connect(t, url)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write did not wait for the table's lock within 30 s")
+		}
+	}
+	proxy.Partition()
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	second, err := pgstore.OpenWriter(openCtx, url, &pgstore.Options{Schema: schema, LeaseTTL: ttl, WaitForLease: true})
+	if err != nil {
+		t.Fatalf("a second writer, %v after the first was cut off in a write: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	defer second.Close()
+	t.Logf("the second writer took the lease after %v", time.Since(start).Round(time.Millisecond))
+	if err := s.write(second, s.main.Block(6), true); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := second.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != s.main.Block(6).Hash {
+		t.Errorf("the second writer's latest block: %v, want block 6", err)
+	}
+}
+
+// TestLeaseRowLockedPastTTL has a session hold the lease's row locked, as
+// a write of a writer whose host is gone does until the server ends it,
+// past the lease's expiry: a new writer is told ErrWriterBusy, and why,
+// within about the lease's length, where it used to wait on the lock
+// until its context ended.
+func TestLeaseRowLockedPastTTL(t *testing.T) {
+	const ttl = time.Second
+	w, url, schema := openWriter(t, &pgstore.Options{LeaseTTL: ttl})
+	owner := w.Owner()
+	w.Close()
+	ctx := context.Background()
+	orphan, err := pgtest.Connect(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orphan.Rollback(ctx)
+	if _, err := orphan.Exec(ctx, `UPDATE `+pgx.Identifier{schema, "writer_lease"}.Sanitize()+`
+		SET owner = $1, expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond' WHERE id = 1`, owner, ttl.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * ttl) // past the lease's expiry
+
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	w2, err := pgstore.OpenWriter(openCtx, url, &pgstore.Options{Schema: schema, LeaseTTL: ttl})
+	took := time.Since(start)
+	if err == nil {
+		w2.Close()
+		t.Fatal("a writer took the lease whose row another session holds locked")
+	}
+	if !errors.Is(err, pgstore.ErrWriterBusy) || !strings.Contains(err.Error(), "in a write") || took > 5*ttl {
+		t.Errorf("OpenWriter: %v after %v; want ErrWriterBusy, saying the holder is in a write, within about %v", err, took.Round(time.Millisecond), ttl)
+	}
+}

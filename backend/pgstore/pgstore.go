@@ -82,6 +82,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"runtime"
 	"time"
@@ -116,7 +117,11 @@ type Options struct {
 
 	// LeaseTTL is how long a Writer's lease lasts without being renewed:
 	// how long a writer that died without closing keeps another from
-	// writing. It is renewed every LeaseTTL/3. Zero means DefaultLeaseTTL.
+	// writing. It is renewed every LeaseTTL/3. It also bounds how long
+	// the server keeps a writer's session idle in a transaction (one
+	// whose host failed in the middle of a write), and how long a writer
+	// taking the lease waits for a write under way. Zero means
+	// DefaultLeaseTTL.
 	LeaseTTL time.Duration
 
 	// WaitForLease makes OpenWriter wait, until its context ends, for the
@@ -187,7 +192,7 @@ var maxConnsSetting = regexp.MustCompile(`(^|[?&\s])pool_max_conns\s*=`)
 func givesMaxConns(connString string) bool { return maxConnsSetting.MatchString(connString) }
 
 // openPool connects to url with the options' schema and pool size.
-func openPool(ctx context.Context, url string, o *Options) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, url string, o *Options, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
@@ -211,6 +216,7 @@ func openPool(ctx context.Context, url string, o *Options) (*pgxpool.Pool, error
 	if _, given := cfg.ConnConfig.RuntimeParams["application_name"]; !given {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "blockrpc-pgstore"
 	}
+	maps.Copy(cfg.ConnConfig.RuntimeParams, params)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

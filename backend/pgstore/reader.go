@@ -86,7 +86,7 @@ type tag struct {
 // exist: ErrNoSchema means no writer has created them yet.
 func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
-	pool, err := openPool(ctx, url, &o)
+	pool, err := openPool(ctx, url, &o, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/holiman/uint256"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Writer is the one process that writes a chain into PostgreSQL; it also
@@ -54,7 +55,14 @@ func OpenWriter(ctx context.Context, url string, opts *Options) (*Writer, error)
 // openWriter is OpenWriter with the migrations of set.
 func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set) (*Writer, error) {
 	o := opts.withDefaults()
-	pool, err := openPool(ctx, url, &o)
+	// A write holds the lease's row locked until it ends: should the
+	// writer's host or its network fail in the middle of one, the server
+	// ends the session, idle in its transaction, once the lease would
+	// have run out, rather than when TCP gives up on the connection
+	// (hours), and another writer can take the lease over.
+	pool, err := openPool(ctx, url, &o, map[string]string{
+		"idle_in_transaction_session_timeout": strconv.FormatInt(o.LeaseTTL.Milliseconds(), 10),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +151,6 @@ func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
 		}
 		return w.acquire(ctx)
 	}
-	// The row, had a first writer stopped between making the tables and
-	// seeding them.
-	if _, err := w.pool.Exec(ctx, seedLease); err != nil {
-		return fmt.Errorf("pgstore: %w", err)
-	}
 	if err := w.acquire(ctx); err != nil {
 		return err
 	}
@@ -161,13 +164,12 @@ func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
 // acquire takes the lease when it is free or expired, or waits for it.
 func (w *Writer) acquire(ctx context.Context) error {
 	for {
-		tag, err := w.pool.Exec(ctx, `UPDATE writer_lease
-			SET owner = $1, expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
-			WHERE id = 1 AND (owner IS NULL OR expires_at < clock_timestamp())`, w.owner, w.ttlMillis())
-		if err != nil {
+		taken, err := w.tryLease(ctx)
+		locked := isLockTimeout(err)
+		if err != nil && !locked {
 			return fmt.Errorf("pgstore: taking the writer's lease: %w", err)
 		}
-		if tag.RowsAffected() == 1 {
+		if taken {
 			return nil
 		}
 		var holder string
@@ -176,6 +178,10 @@ func (w *Writer) acquire(ctx context.Context) error {
 			return fmt.Errorf("pgstore: reading the writer's lease: %w", err)
 		}
 		busy := fmt.Errorf("%w: %s, until %s unless renewed", ErrWriterBusy, holder, until.UTC().Format(time.RFC3339))
+		if locked {
+			busy = fmt.Errorf("%w: %s, whose lease runs to %s, is in a write that has held the lease's row for longer than the lease lasts",
+				ErrWriterBusy, holder, until.UTC().Format(time.RFC3339))
+		}
 		if !w.opts.WaitForLease {
 			return busy
 		}
@@ -185,6 +191,37 @@ func (w *Writer) acquire(ctx context.Context) error {
 		case <-time.After(min(time.Second, w.opts.LeaseTTL/3)):
 		}
 	}
+}
+
+// tryLease takes the lease if it is free or expired. A write holds the
+// lease's row locked until it ends: tryLease waits for it no longer than
+// the lease lasts, and then fails with PostgreSQL's lock_not_available,
+// so that a write stuck on a session its writer has left (its host gone)
+// makes it fail rather than wait until the server ends that session.
+func (w *Writer) tryLease(ctx context.Context) (taken bool, err error) {
+	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(w.ttlMillis(), 1))); err != nil {
+			return err
+		}
+		// The row, had a first writer stopped between making the tables
+		// and seeding them.
+		if _, err := tx.Exec(ctx, seedLease); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE writer_lease
+			SET owner = $1, expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
+			WHERE id = 1 AND (owner IS NULL OR expires_at < clock_timestamp())`, w.owner, w.ttlMillis())
+		taken = err == nil && tag.RowsAffected() == 1
+		return err
+	})
+	return taken && err == nil, err
+}
+
+// isLockTimeout reports PostgreSQL's error for a lock waited for past
+// lock_timeout.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // renewLease extends the lease every third of its TTL until Close. A

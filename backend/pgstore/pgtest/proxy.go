@@ -22,6 +22,7 @@ type Proxy struct {
 	target string
 	lose   atomic.Int64 // answers to COMMIT still to lose
 	hold   atomic.Int64 // answers to COMMIT still to hold
+	cut    atomic.Bool  // Partition: nothing relayed, nothing closed
 
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
@@ -66,6 +67,12 @@ func (p *Proxy) HoldCommitAnswers(n int) { p.hold.Add(int64(n)) }
 // CommitAnswersToHold returns how many of the answers HoldCommitAnswers
 // asked for are still to be held.
 func (p *Proxy) CommitAnswersToHold() int { return int(p.hold.Load()) }
+
+// Partition makes p relay nothing more, either way, and close nothing
+// until it stops, as when the client's host or its network fails without
+// a word: the server waits on a connection gone silent, and the client
+// hears nothing. New connections are taken, and go nowhere.
+func (p *Proxy) Partition() { p.cut.Store(true) }
 
 func (p *Proxy) accept() {
 	for {
@@ -120,6 +127,12 @@ func (p *Proxy) relay(client, server net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := server.Read(buf)
+			if p.cut.Load() {
+				if err != nil {
+					return // and the client is not told
+				}
+				continue
+			}
 			if losing.Load() {
 				// The server has answered the COMMIT (or failed it): it is
 				// done with the transaction, and its answer goes nowhere.
@@ -138,6 +151,9 @@ func (p *Proxy) relay(client, server net.Conn) {
 		}
 	})
 	err := p.relayClient(client, server, &losing, &holding)
+	if p.cut.Load() {
+		return // the connections stay open until p stops
+	}
 	if losing.Load() {
 		// The client hears nothing more; the server's side stays open
 		// until it has answered, so that the COMMIT runs to its end.
@@ -171,6 +187,9 @@ func (p *Proxy) relayClient(client, server net.Conn, losing, holding *atomic.Boo
 		if err != nil {
 			return err
 		}
+		if p.cut.Load() {
+			continue
+		}
 		if _, err := server.Write(msg); err != nil {
 			return err
 		}
@@ -183,6 +202,9 @@ func (p *Proxy) relayClient(client, server net.Conn, losing, holding *atomic.Boo
 		msg, err := readMessage(client, true)
 		if err != nil {
 			return err
+		}
+		if p.cut.Load() {
+			continue
 		}
 		commit := msg[0] == 'Q' && bytes.EqualFold(bytes.TrimSpace(bytes.TrimRight(msg[5:], "\x00;")), []byte("commit"))
 		switch {
