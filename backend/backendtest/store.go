@@ -154,6 +154,17 @@ func testChain(t *testing.T, s Store) {
 	}
 	copyChain(t, s, ref)
 	TestBackend(t, s, ref)
+
+	// Given again, as a dump imported twice is: every canonical block,
+	// the tags and the pending block, then a block below the head. A
+	// block already stored is only made canonical again, which it is.
+	copyChain(t, s, ref)
+	again, err := ref.BlockByNumber(context.Background(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeBlock(t, s, ref, again, true)
+	TestBackend(t, s, ref)
 }
 
 func testDemo(t *testing.T, s Store) {
@@ -399,16 +410,45 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 		t.Errorf("the refused parent by hash: %v, want ErrNotFound", err)
 	}
 
+	// Totals learnt later: the blocks given without theirs (their uncles
+	// too), children before parents, as side blocks from the head down;
+	// then the genesis with its own, and the head made canonical. Each
+	// block and uncle learns its total once its parent's is known.
+	s = open(t)
+	for n := backend.BlockNumber(12); n >= 1; n-- {
+		blk, _ := ref.BlockByNumber(ctx, n)
+		bare := blk.Copy()
+		bare.TotalDifficulty = nil
+		var uncles []*backend.Uncle
+		for _, u := range unclesOf(t, ref, blk) {
+			u := *u
+			u.TotalDifficulty = nil
+			uncles = append(uncles, &u)
+		}
+		if err := s.AddSideBlock(bare, uncles...); err != nil {
+			t.Fatalf("block %d without its total difficulty, its parent not stored: %v", n, err)
+		}
+	}
+	genesis, _ := ref.BlockByNumber(ctx, 0)
+	writeBlock(t, s, ref, genesis, true)
+	head, _ := ref.BlockByNumber(ctx, 12)
+	bareHead := head.Copy()
+	bareHead.TotalDifficulty = nil
+	if err := s.AddBlock(bareHead, unclesOf(t, ref, head)...); err != nil {
+		t.Fatal(err)
+	}
+	TestBackend(t, s, ref)
+
 	// A total past 2^256-1, which no quantity carries, is refused, whether
 	// the parent comes first or last: wrapped round, it would be served as
 	// a small total.
-	genesis := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, Difficulty: *new(uint256.Int).SetAllOne()}, Transactions: []*backend.Transaction{}}
-	if err := backend.Seal(genesis, nil); err != nil {
+	heavy := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, Difficulty: *new(uint256.Int).SetAllOne()}, Transactions: []*backend.Transaction{}}
+	if err := backend.Seal(heavy, nil); err != nil {
 		t.Fatal(err)
 	}
-	child := &backend.Block{Header: backend.Header{Number: 1, ParentHash: genesis.Hash, GasLimit: 30_000_000, Difficulty: *uint256.NewInt(1001)}, Transactions: []*backend.Transaction{}}
+	child := &backend.Block{Header: backend.Header{Number: 1, ParentHash: heavy.Hash, GasLimit: 30_000_000, Difficulty: *uint256.NewInt(1001)}, Transactions: []*backend.Transaction{}}
 	s = open(t)
-	if err := s.AddBlock(genesis); err != nil {
+	if err := s.AddBlock(heavy); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddBlock(child); err == nil {
@@ -418,7 +458,7 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	if err := s.AddBlock(child); err != nil {
 		t.Fatalf("a block whose parent is not stored: %v", err)
 	}
-	if err := s.AddBlock(genesis); err == nil {
+	if err := s.AddBlock(heavy); err == nil {
 		t.Error("a parent that makes its stored child's total difficulty past 2^256-1 was stored")
 	}
 }
@@ -667,6 +707,10 @@ func testConcurrentReaders(t *testing.T, s Store) {
 		}
 	}
 
+	// A reorganisation is one step: the latest block is one of the two
+	// heads, never a block between the fork and the head.
+	heads := map[backend.Hash]bool{a.Head().Hash: true, bb.Head().Hash: true}
+
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var reads atomic.Int64
@@ -676,6 +720,16 @@ func testConcurrentReaders(t *testing.T, s Store) {
 		go func() {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
+				if i%4 == 0 {
+					b, err := s.BlockByNumber(ctx, backend.Latest)
+					if err == nil && !heads[b.Hash] {
+						err = fmt.Errorf("block %d (%s), not one of the two heads", b.Number, b.Hash)
+					}
+					if err != nil {
+						errs <- fmt.Errorf("the latest block during reorganisations: %v", err)
+						return
+					}
+				}
 				n := backend.BlockNumber((i*7 + r) % 23)
 				b, err := s.BlockByNumber(ctx, n)
 				if err == nil {
