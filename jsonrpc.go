@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxMethodName bounds the method name echoed in an error, as go-ethereum's.
@@ -289,8 +289,8 @@ func (h *Handler) reply(ctx context.Context, raw, out []byte) []byte {
 		return appendError(out, echoedID(q), codeInvalidRequest, "invalid request")
 	case kind == notification || kind == response:
 		return out // nothing is answered, so nothing is run
-	case len(name) > maxMethodName:
-		return appendError(out, q.id, codeInvalidRequest, fmt.Sprintf("method name too long: %d > %d", len(name), maxMethodName))
+	// go-ethereum tells subscriptions apart before it checks the name's
+	// length.
 	case bytes.HasSuffix(name, []byte("_subscribe")):
 		// Subscriptions need a connection that stays open; over HTTP
 		// go-ethereum answers so.
@@ -298,13 +298,35 @@ func (h *Handler) reply(ctx context.Context, raw, out []byte) []byte {
 	case bytes.HasSuffix(name, []byte("_unsubscribe")):
 		return h.call(ctx, unsubscribe, &q, out)
 	}
+	name = decodedUTF8(name)
+	if len(name) > maxMethodName {
+		return appendError(out, q.id, codeInvalidRequest, fmt.Sprintf("method name too long: %d > %d", len(name), maxMethodName))
+	}
 	m, found := h.methods[string(name)]
 	if !found {
-		// As encoding/json does for go-ethereum, invalid UTF-8 in the name
-		// is echoed as U+FFFD.
-		return appendError(out, q.id, codeMethodNotFound, "the method "+strings.ToValidUTF8(string(name), "\uFFFD")+" does not exist/is not available")
+		return appendError(out, q.id, codeMethodNotFound, "the method "+string(name)+" does not exist/is not available")
 	}
 	return h.call(ctx, m, &q, out)
+}
+
+// decodedUTF8 returns a string's text as encoding/json decodes it for
+// go-ethereum: each byte that is not part of valid UTF-8 becomes U+FFFD,
+// which go-ethereum then counts and echoes.
+func decodedUTF8(text []byte) []byte {
+	if utf8.Valid(text) {
+		return text
+	}
+	out := make([]byte, 0, len(text)+16)
+	for len(text) > 0 {
+		r, size := utf8.DecodeRune(text)
+		if r == utf8.RuneError && size == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, text[:size]...)
+		}
+		text = text[size:]
+	}
+	return out
 }
 
 // call runs a method and appends its answer. A panic in the method (in a
@@ -374,10 +396,16 @@ func parseRequest(raw []byte) (request, bool) {
 		end := valueEnd(raw, i)
 		value := raw[i:end]
 		switch {
+		// encoding/json leaves a string as it was for a value of another
+		// kind, null included: go-ethereum keeps an earlier member then.
 		case equalFold(key, "jsonrpc"):
-			q.version = value
+			if value[0] == '"' {
+				q.version = value
+			}
 		case equalFold(key, "method"):
-			q.method = value
+			if value[0] == '"' {
+				q.method = value
+			}
 		case equalFold(key, "id"):
 			q.id = value
 		case equalFold(key, "params"):

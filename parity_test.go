@@ -47,6 +47,30 @@ func TestParityWithGeth(t *testing.T) {
 		// Invalid UTF-8 in a method name comes back as U+FFFD.
 		{"method name with invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_\xff\"}",
 			"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"the method eth_\uFFFD does not exist/is not available\"}}"},
+		// Each byte that is not valid UTF-8 is one U+FFFD, counted so.
+		{"method name with a run of invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_\xff\xfe\"}",
+			"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"the method eth_\uFFFD\uFFFD does not exist/is not available\"}}"},
+		{"method name long once decoded", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"eth_" + strings.Repeat("\xff", 700) + "\"}",
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"method name too long: 2104 \u003e 2048"}}`},
+		// Subscriptions are told apart before the name's length is checked.
+		{"long name of a subscription", `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("a", 2050) + `_subscribe"}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"notifications not supported"}}`},
+		{"long name of an unsubscription", `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("a", 2050) + `_unsubscribe","params":["0x1"]}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"subscription not found"}}`},
+		// encoding/json leaves a string member as it was for a later value
+		// of another kind, null included.
+		{"method given again as null", `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":null}`,
+			`{"jsonrpc":"2.0","id":1,"result":"0x1"}`},
+		{"method given again as a number", `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":5}`,
+			`{"jsonrpc":"2.0","id":1,"result":"0x1"}`},
+		{"method given again as an object", `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":{}}`,
+			`{"jsonrpc":"2.0","id":1,"result":"0x1"}`},
+		{"version given again as null", `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","jsonrpc":null}`,
+			`{"jsonrpc":"2.0","id":1,"result":"0x1"}`},
+		{"version given again as a number", `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","jsonrpc":2}`,
+			`{"jsonrpc":"2.0","id":1,"result":"0x1"}`},
+		{"method a number alone", `{"jsonrpc":"2.0","id":1,"method":5}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request"}}`},
 		// A range error before a syntax error for an over-long index, as
 		// go-ethereum's hexutil.Uint reports it.
 		{"over-long index with a bad digit", `{"jsonrpc":"2.0","id":1,"method":"eth_getUncleByBlockNumberAndIndex","params":["0x3","0xz0000000000000000"]}`,
@@ -72,6 +96,10 @@ func TestResponsesAreDropped(t *testing.T) {
 		// A method of "" or null is no method, once decoded.
 		`{"jsonrpc":"2.0","id":1,"method":"","result":1}`,
 		`{"jsonrpc":"2.0","id":1,"method":null,"result":1}`,
+		// An error of any kind but null is one, as encoding/json makes
+		// go-ethereum's pointer for it before it finds the kind wrong.
+		`{"jsonrpc":"2.0","id":1,"error":5}`,
+		`{"jsonrpc":"2.0","id":1,"error":null,"error":"x"}`,
 	} {
 		if status, out := post(t, srv, body); status != http.StatusOK || len(out) != 0 {
 			t.Errorf("%s: %d %q, want an empty 200", body, status, out)
