@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -440,6 +441,121 @@ func TestDiskFailsCompactions(t *testing.T) {
 // diskChain is a synthetic chain written into a store on a disk that
 // fails, and into memstore beside it: the blocks the store took, the
 // reference it is compared with once the disk is mended.
+// TestDiskFailsSlowFlush has the disk refuse Pebble's tables only once
+// the writes have filled Pebble's memory tables, as a slow disk that
+// fills up during a flush does: the last write waits in Pebble for room,
+// past the store's refusal, checked before the flush failed. Once the
+// flush fails, that write returns an error that says it is in doubt;
+// Close returns at once, with an error, and the store closes once the
+// disk writes again. Opened again, it holds every block taken, and the
+// one in doubt. Before, the write and then Close waited for good.
+func TestDiskFailsSlowFlush(t *testing.T) {
+	disk := &slowFailingDisk{FS: vfs.Default, answer: make(chan struct{})}
+	dir := t.TempDir()
+	opts := &Options{fs: disk, MemTableBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newDiskChain(t)
+	for range 5 {
+		if err := c.add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	disk.failing.Store(true)
+	var written atomic.Int64
+	inDoubt := make(chan error, 1)
+	go func() {
+		for {
+			if err := c.add(s); err != nil {
+				inDoubt <- err
+				return
+			}
+			written.Add(1)
+		}
+	}()
+	// The writer stops: its write waits for room, which the flush that
+	// the disk holds would make.
+	for last, since := written.Load(), time.Now(); time.Since(since) < time.Second; time.Sleep(10 * time.Millisecond) {
+		if n := written.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	disk.failAnswered()
+	var err1 error
+	withinAMinute(t, "a write waiting while the flush fails", &disk.failing, func() { err1 = <-inDoubt })
+	if !strings.Contains(err1.Error(), "waits in Pebble") {
+		t.Fatalf("the write waiting for room as the flush failed: %v, want it in doubt", err1)
+	}
+	if err := c.add(s); err == nil || !strings.Contains(err.Error(), "writes are refused") {
+		t.Errorf("a write while the flush fails: %v, want it refused", err)
+	}
+	start := time.Now()
+	var closeErr error
+	withinAMinute(t, "closing with a write in doubt", &disk.failing, func() { closeErr = s.Close() })
+	if took := time.Since(start); closeErr == nil || took > 5*time.Second {
+		t.Errorf("Close with a write in doubt: %v after %v, want an error at once", closeErr, took.Round(time.Millisecond))
+	}
+	if _, err := s.BlockByHash(t.Context(), c.hashes[0]); !errors.Is(err, ErrClosed) {
+		t.Errorf("a read after Close: %v, want ErrClosed", err)
+	}
+
+	disk.failing.Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for s, err = Open(dir, opts); err != nil; s, err = Open(dir, opts) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store, 30 s after the disk writes again, is still open: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	defer s.Close()
+	if b, err := s.BlockByHash(t.Context(), c.next.Hash); err != nil || b.Hash != c.next.Hash {
+		t.Fatalf("the block in doubt, once the disk writes again: %v", err)
+	}
+	if err := c.add(s); err != nil { // the block in doubt, given again
+		t.Fatal(err)
+	}
+	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
+}
+
+// slowFailingDisk is the operating system's file system, made to refuse
+// the writes of Pebble's tables while failing is set, once failAnswered
+// is called: until then, they wait.
+type slowFailingDisk struct {
+	vfs.FS
+	failing atomic.Bool
+	answer  chan struct{}
+	once    sync.Once
+}
+
+func (d *slowFailingDisk) failAnswered() { d.once.Do(func() { close(d.answer) }) }
+
+func (d *slowFailingDisk) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := d.FS.Create(name, category)
+	if err != nil || !strings.HasSuffix(name, ".sst") {
+		return f, err
+	}
+	return &slowFailingFile{File: f, disk: d}, nil
+}
+
+type slowFailingFile struct {
+	vfs.File
+	disk *slowFailingDisk
+}
+
+func (f *slowFailingFile) Write(p []byte) (int, error) {
+	for f.disk.failing.Load() {
+		select {
+		case <-f.disk.answer:
+			return 0, syscall.ENOSPC
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return f.File.Write(p)
+}
+
 type diskChain struct {
 	t      *testing.T
 	g      *synth.Generator

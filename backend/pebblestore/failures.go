@@ -18,6 +18,8 @@ import (
 type diskState struct {
 	log *slog.Logger
 
+	// flushing counts the flushes under way.
+	flushing atomic.Int64
 	// flushErr is why Pebble's last flush of a memory table failed, nil
 	// once one has succeeded since.
 	flushErr atomic.Pointer[error]
@@ -28,6 +30,10 @@ type diskState struct {
 	// closing ends the wait of backOff, once the store is closing.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// failed is closed once a flush fails, and made anew once one
+	// succeeds: a write waiting in Pebble for room stops waiting then.
+	failedMu sync.Mutex
+	failed   chan struct{}
 
 	// Pebble tries a failed flush (see backOff) or compaction again at
 	// once, as often as it fails: its errors are logged once every
@@ -49,7 +55,32 @@ type failure struct {
 }
 
 func newDiskState(log *slog.Logger) *diskState {
-	return &diskState{log: log, closing: make(chan struct{})}
+	return &diskState{log: log, closing: make(chan struct{}), failed: make(chan struct{})}
+}
+
+// flushFailed returns a channel that is closed once a flush has failed
+// and none has succeeded since.
+func (d *diskState) flushFailed() <-chan struct{} {
+	d.failedMu.Lock()
+	defer d.failedMu.Unlock()
+	return d.failed
+}
+
+// setFlushFailed closes the channel of flushFailed, or makes a new one
+// once a flush has succeeded.
+func (d *diskState) setFlushFailed(failed bool) {
+	d.failedMu.Lock()
+	defer d.failedMu.Unlock()
+	select {
+	case <-d.failed:
+		if !failed {
+			d.failed = make(chan struct{})
+		}
+	default:
+		if failed {
+			close(d.failed)
+		}
+	}
 }
 
 // close ends a wait of backOff, and those after it, so that Pebble's
@@ -63,14 +94,19 @@ const flushedNothing = "pebble: empty table"
 // listener is the store's handler of Pebble's events.
 func (d *diskState) listener() *pebble.EventListener {
 	return &pebble.EventListener{
+		FlushBegin: func(pebble.FlushInfo) { d.flushing.Add(1) },
 		FlushEnd: func(info pebble.FlushInfo) {
 			if info.Err != nil && info.Err.Error() != flushedNothing {
 				d.flushErr.Store(&info.Err)
+				d.setFlushFailed(true)
+				d.flushing.Add(-1)
 				d.backOff()
 				return
 			}
+			d.flushing.Add(-1)
 			d.flushFailures.Store(0)
 			writes := d.flushErr.Swap(nil) != nil
+			d.setFlushFailed(false)
 			d.succeeded(writes)
 		},
 		CompactionEnd: func(info pebble.CompactionInfo) {

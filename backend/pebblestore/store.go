@@ -61,7 +61,11 @@
 //     refused with an error: once Pebble's memory tables were full, a
 //     write would wait in it for good. The failures are logged once every
 //     10 seconds, and those left out are counted in the line that tells
-//     of the disk writing again.
+//     of the disk writing again. A write that was already waiting in
+//     Pebble for room, which the failed flush would have made, returns an
+//     error that says it is in doubt: it is stored once a flush succeeds,
+//     if not before, and given again it changes nothing. Close, meanwhile,
+//     returns an error at once, and the store closes once that write ends.
 //   - A disk that takes the small tables of flushes and refuses the large
 //     ones of compactions (a nearly full one) leaves Pebble's first level
 //     to grow a layer of files a flush. Once it is 3 layers short of the
@@ -82,6 +86,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -176,10 +181,24 @@ type Store struct {
 	closed       bool
 	closeStarted atomic.Bool
 
-	// wmu serialises writers; st is the state they keep, which mirrors
-	// the committed database.
-	wmu sync.Mutex
-	st  state
+	// closeCh is closed as Close begins: a writer waiting for the
+	// writer's lock gives up.
+	closeCh   chan struct{}
+	closeOnce sync.Once
+
+	// wlock serialises writers, a channel so that a writer waiting for it
+	// can give up; st is the state they keep, which mirrors the committed
+	// database.
+	wlock chan struct{}
+	st    state
+	// inlineBatch bounds the batches that commit may commit in the
+	// writer's goroutine: a quarter of a memory table.
+	inlineBatch int
+	// genesis is st's, for Genesis, which does not wait for a writer.
+	genesis atomic.Pointer[backend.Hash]
+	// inDoubt is closed once the write left in doubt last (see commit)
+	// has ended; set by the writer that leaves it.
+	inDoubt chan struct{}
 }
 
 // state is what the writer keeps in memory of the committed database.
@@ -241,7 +260,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, db: db, disk: disk, l0Stop: po.L0StopWritesThreshold, writeOpts: pebble.NoSync}
+	s := &Store{dir: dir, db: db, disk: disk, l0Stop: po.L0StopWritesThreshold, writeOpts: pebble.NoSync,
+		closeCh: make(chan struct{}), wlock: make(chan struct{}, 1), inlineBatch: int(min(o.MemTableBytes/4, math.MaxInt))}
 	cache.Ref()
 	s.cache = cache
 	if o.Sync {
@@ -334,6 +354,8 @@ func (s *Store) load() error {
 		}
 		copy(s.st.genesis[:], g)
 		s.st.hasGenesis = true
+		genesis := s.st.genesis
+		s.genesis.Store(&genesis)
 	}
 	if c, found, err := get(s.db, keyChainID); err != nil {
 		return err
@@ -371,19 +393,37 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 }
 
 // Close closes the store, waiting for the calls in progress; the calls
-// made once Close has begun, and after, return ErrClosed.
+// made once Close has begun, and after, return ErrClosed. A write left in
+// doubt by a flush that failed (see "A failing disk" above) still waits in
+// Pebble for a flush that succeeds: Close then returns an error at once,
+// and the store closes once that write has ended.
 func (s *Store) Close() error {
 	s.closeStarted.Store(true)
+	s.closeOnce.Do(func() { close(s.closeCh) })
 	s.closing.Lock()
 	defer s.closing.Unlock()
 	if s.closed {
 		return nil
 	}
 	s.closed = true
-	s.disk.close()
-	err := s.db.Close()
-	s.cache.Unref()
-	return err
+	closeDB := func() error {
+		s.disk.close()
+		err := s.db.Close()
+		s.cache.Unref()
+		return err
+	}
+	if ended := s.inDoubt; ended != nil {
+		select {
+		case <-ended:
+		default:
+			go func() {
+				<-ended
+				closeDB()
+			}()
+			return errors.New("pebblestore: closing: a write waits in Pebble for a flush, which the disk fails: the store closes once one succeeds")
+		}
+	}
+	return closeDB()
 }
 
 // Dir returns the directory of the store.
@@ -392,9 +432,10 @@ func (s *Store) Dir() string { return s.dir }
 // Genesis returns the hash of the store's block 0, and false while it has
 // none.
 func (s *Store) Genesis() (backend.Hash, bool) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.st.genesis, s.st.hasGenesis
+	if g := s.genesis.Load(); g != nil {
+		return *g, true
+	}
+	return backend.Hash{}, false
 }
 
 // view is a point-in-time view of the database for one read call.
