@@ -637,30 +637,13 @@ func TestImportDumpEndsHeldWrite(t *testing.T) {
 			s.addMain(t, w, 10)
 			data := dump(t, s.main.Store())
 
-			watcher := pgtest.Connect(t, url)
+			waiting := lockWaiters(t, url)
 			lockTable(t, url, schema, "blocks", "SHARE")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- w.ImportDump(ctx, bytes.NewReader(data), nil) }()
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				select {
-				case err := <-done:
-					t.Fatalf("the import ended before it waited for the lock: %v", err)
-				default:
-				}
-				var n int
-				if err := watcher.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				if n > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the import did not wait for the lock within 30 s")
-				}
-			}
+			awaitLockWait(t, waiting, "the import", done)
 
 			want := context.Canceled
 			if end == "context" {

@@ -387,20 +387,7 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.write(first, s.main.Block(6), true) // ends when first closes
-	watcher := pgtest.Connect(t, url)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var n int
-		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the write did not wait for the table's lock within 30 s")
-		}
-	}
+	awaitLockWait(t, lockWaiters(t, url), "the write", nil)
 	proxy.Partition()
 	if err := locker.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,39 @@ func lockTable(t testing.TB, url, schema, table, mode string) {
 	}
 }
 
+// lockWaiters returns a count of the store's sessions that wait for a
+// lock, read on a connection of its own.
+func lockWaiters(t testing.TB, url string) func() int {
+	t.Helper()
+	watcher := pgtest.Connect(t, url)
+	return func() int {
+		t.Helper()
+		var n int
+		if err := watcher.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// awaitLockWait waits until one of the store's sessions waits for a lock,
+// and fails the test when none has in 30 s, or when the call that was to
+// wait ends first (on ended, which may be nil).
+func awaitLockWait(t testing.TB, waiting func() int, what string, ended <-chan error) {
+	t.Helper()
+	for start := time.Now(); waiting() == 0; time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-ended:
+			t.Fatalf("%s ended before it waited for the lock: %v", what, err)
+		default:
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%s did not wait for the lock within 30 s", what)
+		}
+	}
+}
+
 // openWriter opens a writer on a new schema of the shared server, closed
 // when the test ends.
 func openWriter(t testing.TB, opts *pgstore.Options) (*pgstore.Writer, string, string) {

@@ -96,22 +96,8 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	written := make(chan error, 1)
 	go func() { written <- s.write(w, s.main.Block(11), true) }()
 
-	watcher := pgtest.Connect(t, url)
-	// The writer's backends waiting for a lock.
-	waiting := func() int {
-		t.Helper()
-		var n int
-		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	for start := time.Now(); waiting() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("the write did not wait for the lock within 30s")
-		}
-	}
+	waiting := lockWaiters(t, url)
+	awaitLockWait(t, waiting, "the write", nil)
 	closed := make(chan struct{})
 	go func() { w.Close(); close(closed) }()
 	select {

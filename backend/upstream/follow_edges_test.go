@@ -21,19 +21,28 @@ import (
 // the genesis, a pending block as the head moves, an endpoint that will
 // not serve old blocks or answers one that does not verify.
 
+// followFromBlock20 has an endpoint serve a chain of n blocks made with
+// cfg, and a follower copy it into a new store from block 20, given its
+// total difficulty; it returns once the follower has caught up.
+func followFromBlock20(t *testing.T, cfg chaintest.Config, n int) (*chaintest.Builder, *fakeNode, *memstore.Store, *follower) {
+	t.Helper()
+	b := chaintest.New(cfg)
+	b.AddBlocks(n, chaintest.Txs(1))
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	from := storeBlock(t, b.Store(), 20)
+	f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
+	waitSynced(t, f, dst, node.Store())
+	return b, node, dst, f
+}
+
 // TestFollowReplacesFirstBlock follows a store that starts at block 20
 // (From, with its total difficulty) through a reorganisation of one block
 // at 20: the new branch replaces the store's first block, whose parent
 // both share, with the total difficulty that follows from it; and a
 // follower started again on that store takes it for the endpoint's chain.
 func TestFollowReplacesFirstBlock(t *testing.T) {
-	b := chaintest.New(allForks)
-	b.AddBlocks(20, chaintest.Txs(1))
-	node := newFakeNode(t, snapshot(t, b.Store()))
-	dst := memstore.New()
-	from := storeBlock(t, b.Store(), 20)
-	f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
-	waitSynced(t, f, dst, node.Store())
+	b, node, dst, f := followFromBlock20(t, allForks, 20)
 
 	// replace has the endpoint reorganise to a branch from block 19 of
 	// blocks blocks, told apart by their extra data.
@@ -76,13 +85,7 @@ func TestFollowReplacesFirstBlock(t *testing.T) {
 func TestFollowReplacesFirstBlockThenBack(t *testing.T) {
 	for _, grown := range []int{0, 3} {
 		t.Run(fmt.Sprintf("grown%d", grown), func(t *testing.T) {
-			b := chaintest.New(preMerge)
-			b.AddBlocks(25, chaintest.Txs(1))
-			node := newFakeNode(t, snapshot(t, b.Store()))
-			dst := memstore.New()
-			from := storeBlock(t, b.Store(), 20)
-			f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
-			waitSynced(t, f, dst, node.Store())
+			b, node, dst, f := followFromBlock20(t, preMerge, 25)
 
 			side := b.Fork(19)
 			side.AddBlocks(7, func(i int, g *chaintest.BlockGen) {
