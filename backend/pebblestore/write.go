@@ -161,7 +161,10 @@ func (s *Store) write(f func(w *write) error) error {
 // commit reports it in doubt: the write is stored once a flush succeeds,
 // if not before (and writes are refused until then).
 func (s *Store) commit(w *write) (inDoubt bool, err error) {
-	if s.disk.flushing.Load() == 0 && s.disk.refusal() == nil && w.batch.Len() < s.inlineBatch {
+	if err := s.disk.refusal(); err != nil {
+		return false, err // a flush failed while the batch was made
+	}
+	if s.disk.flushing.Load() == 0 && w.batch.Len() < s.inlineBatch {
 		// No flush under way, so no memory table waits for one, and the
 		// batch fits in the one it goes to: the commit cannot wait for
 		// room. Committed here, it spares the import a handover to

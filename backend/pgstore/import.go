@@ -370,8 +370,8 @@ func (im *Importer) extends(b *backend.Block) (bool, error) {
 func (im *Importer) checkReaddTD(b *backend.Block) error {
 	given := b.TotalDifficulty
 	last := im.readdTail
-	im.readdTail.hash, im.readdTail.td = b.Hash, given
 	if given == nil {
+		im.readdTail.hash, im.readdTail.td = b.Hash, nil
 		return nil
 	}
 	var parentTD *uint256.Int
@@ -390,8 +390,9 @@ func (im *Importer) checkReaddTD(b *backend.Block) error {
 		}
 	}
 	if err := backend.SettleTotalDifficulty("totalDifficulty", &given, parentTD, &b.Difficulty); err != nil {
-		return blockError(b, err)
+		return blockError(b, err) // and the block refused leaves readdTail as it was
 	}
+	im.readdTail.hash, im.readdTail.td = b.Hash, given
 	return nil
 }
 

@@ -681,6 +681,11 @@ func TestImportStoredBlockWrongTD(t *testing.T) {
 	if err := im.AddBlock(bad); err == nil || !strings.Contains(err.Error(), "totalDifficulty") {
 		t.Errorf("Importer.AddBlock of block 5 with a wrong total difficulty: %v", err)
 	}
+	// A block refused changes nothing: its child, with its own total
+	// right, is checked against the stored block 5, not the refused one.
+	if err := s.write(im, s.main.Block(6), true); err != nil {
+		t.Errorf("Importer.AddBlock of block 6 after block 5 was refused: %v", err)
+	}
 	im.Close()
 
 	src := s.main.Store()

@@ -445,3 +445,13 @@ func TestLeaseRowLockedPastTTL(t *testing.T) {
 		t.Errorf("OpenWriter: %v after %v; want ErrWriterBusy, saying the holder is in a write, within about %v", err, took.Round(time.Millisecond), ttl)
 	}
 }
+
+// TestLongLeaseTTL opens a writer with a lease of 30 days, past the 2^31-1
+// ms that PostgreSQL's timeouts take: the timeouts the lease sets on the
+// writer's sessions are cut to that, where the connection was refused.
+func TestLongLeaseTTL(t *testing.T) {
+	w, _, _ := openWriter(t, &pgstore.Options{LeaseTTL: 30 * 24 * time.Hour})
+	if err := w.AddBlock(buildShared().main.Block(0)); err != nil {
+		t.Fatal(err)
+	}
+}

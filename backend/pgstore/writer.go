@@ -61,7 +61,7 @@ func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set)
 	// have run out, rather than when TCP gives up on the connection
 	// (hours), and another writer can take the lease over.
 	pool, err := openPool(ctx, url, &o, map[string]string{
-		"idle_in_transaction_session_timeout": strconv.FormatInt(o.LeaseTTL.Milliseconds(), 10),
+		"idle_in_transaction_session_timeout": strconv.FormatInt(serverMillis(o.LeaseTTL), 10),
 	})
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func (w *Writer) acquire(ctx context.Context) error {
 // makes it fail rather than wait until the server ends that session.
 func (w *Writer) tryLease(ctx context.Context) (taken bool, err error) {
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(w.ttlMillis(), 1))); err != nil {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", serverMillis(w.opts.LeaseTTL))); err != nil {
 			return err
 		}
 		// The row, had a first writer stopped between making the tables
@@ -215,6 +215,13 @@ func (w *Writer) tryLease(ctx context.Context) (taken bool, err error) {
 		return err
 	})
 	return taken && err == nil, err
+}
+
+// serverMillis is d as PostgreSQL's timeouts take it: whole milliseconds,
+// 1 at least (0 turns them off) and 2^31-1 at most (about 24 days; more
+// is refused when connecting).
+func serverMillis(d time.Duration) int64 {
+	return min(max(d.Milliseconds(), 1), math.MaxInt32)
 }
 
 // isLockTimeout reports PostgreSQL's error for a lock waited for past
