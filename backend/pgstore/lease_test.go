@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -369,7 +370,17 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 	})
 	proxy, viaProxy := pgtest.StartProxy(t, url)
 	const ttl = 2 * time.Second
-	first, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: schema, LeaseTTL: ttl, Logger: slog.New(slog.DiscardHandler)})
+	// Named, so that the wait below is its write's, whatever else waits.
+	const application = "blockrpc-pgstore-partitioned"
+	named, err := neturl.Parse(viaProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := named.Query()
+	query.Set("application_name", application)
+	named.RawQuery = query.Encode()
+	first, err = pgstore.OpenWriter(ctx, named.String(),
+		&pgstore.Options{Schema: schema, LeaseTTL: ttl, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +398,7 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	go s.write(first, s.main.Block(6), true) // ends when first closes
-	awaitLockWait(t, lockWaiters(t, url), "the write", nil)
+	awaitLockWait(t, lockWaiters(t, url, application), "the write", nil)
 	proxy.Partition()
 	if err := locker.Rollback(ctx); err != nil {
 		t.Fatal(err)

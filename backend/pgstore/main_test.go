@@ -41,15 +41,20 @@ func lockTable(t testing.TB, url, schema, table, mode string) {
 }
 
 // lockWaiters returns a count of the store's sessions that wait for a
-// lock, read on a connection of its own.
-func lockWaiters(t testing.TB, url string) func() int {
+// lock, read on a connection of its own: those of application, or of
+// any store when it is "".
+func lockWaiters(t testing.TB, url string, application ...string) func() int {
 	t.Helper()
 	watcher := pgtest.Connect(t, url)
+	name := "blockrpc-pgstore"
+	if len(application) > 0 {
+		name = application[0]
+	}
 	return func() int {
 		t.Helper()
 		var n int
 		if err := watcher.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = 'blockrpc-pgstore' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock'`, name).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
