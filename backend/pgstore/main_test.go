@@ -41,8 +41,9 @@ func lockTable(t testing.TB, url, schema, table, mode string) {
 }
 
 // lockWaiters returns a count of the store's sessions that wait for a
-// lock, read on a connection of its own: those of application, or of
-// any store when it is "".
+// table's lock (a row's, as a renewal of the lease waits for a write,
+// is not counted), read on a connection of its own: those of
+// application, or of any store when none is given.
 func lockWaiters(t testing.TB, url string, application ...string) func() int {
 	t.Helper()
 	watcher := pgtest.Connect(t, url)
@@ -54,7 +55,7 @@ func lockWaiters(t testing.TB, url string, application ...string) func() int {
 		t.Helper()
 		var n int
 		if err := watcher.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock'`, name).Scan(&n); err != nil {
+			WHERE datname = current_database() AND application_name = $1 AND wait_event_type = 'Lock' AND wait_event = 'relation'`, name).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
