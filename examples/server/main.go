@@ -112,7 +112,8 @@
 // and a JSON-RPC error saying the chain loads, logged (loading=true) and
 // counted in the metrics as any request.
 //
-// For a dump, safe and finalized default to its head, and the log says what
+// For a dump, safe and finalized default to its head (into a store whose
+// head it leaves as it was, the store's tags stay), and the log says what
 // the dump misses: blocks absent from the canonical chain, lines repeating
 // a block, lines out of order. On SIGINT or SIGTERM the server stops
 // accepting, lets the requests in flight finish within the grace, cuts the
@@ -204,7 +205,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() { exitOnSignal(stop) })
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// The usage asked for, printed: as the flag package's own
+		// ExitOnError, not a failure.
+		os.Exit(0)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "server:", err)
 		os.Exit(1)
 	}
@@ -831,7 +838,7 @@ func newestWithUncles(ctx context.Context, src *source) (*backend.Block, bool) {
 	if head.Number-bottom > src.uncleDepth {
 		bottom = head.Number - src.uncleDepth
 	}
-	for n := int64(head.Number); n >= int64(bottom); n-- {
+	for n := int64(head.Number); n >= int64(bottom) && ctx.Err() == nil; n-- {
 		b, err := store.BlockByNumber(ctx, backend.BlockNumber(n))
 		if err == nil && len(b.Uncles) > 0 {
 			return b, true

@@ -434,3 +434,42 @@ func TestRunRefusesEmptyFlags(t *testing.T) {
 		}
 	}
 }
+
+// countingBackend counts the blocks read by number.
+type countingBackend struct {
+	backend.Backend
+	n int
+}
+
+func (c *countingBackend) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	c.n++
+	return c.Backend.BlockByNumber(ctx, n)
+}
+
+// TestUsageUncleSearchBounded prints the usage for a chain in memory with
+// no uncles, as a post-merge chain has none: the search for a block with
+// one reads the top of the chain only, where it used to read every block
+// before the generated key was printed; and none once ctx has ended.
+func TestUsageUncleSearchBounded(t *testing.T) {
+	o, err := parseFlags([]string{"-chain", writeDump(t, memoryUncleSearchDepth+500)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := openSource(context.Background(), slog.New(slog.DiscardHandler), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := &countingBackend{Backend: src.store}
+	src.store = cb
+	printUsage(context.Background(), io.Discard, src, "http://127.0.0.1/v3/", "k", true)
+	if cb.n > memoryUncleSearchDepth+3 {
+		t.Errorf("printing the usage read %d blocks, want %d at most", cb.n, memoryUncleSearchDepth+3)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cb.n = 0
+	printUsage(ctx, io.Discard, src, "http://127.0.0.1/v3/", "k", true)
+	if cb.n > 2 {
+		t.Errorf("printing the usage once ctx ended read %d blocks", cb.n)
+	}
+}

@@ -259,3 +259,16 @@ func (p *process) wait(t *testing.T, limit time.Duration) (int, time.Duration) {
 	}
 	return p.cmd.ProcessState.ExitCode(), time.Since(from)
 }
+
+// TestHelpExitsZero asks the server for its usage, as -h does: printed,
+// with status 0, where it used to end with "server: flag: help
+// requested" and status 1.
+func TestHelpExitsZero(t *testing.T) {
+	out, err := exec.Command(buildServer(t), "-h").CombinedOutput()
+	if err != nil {
+		t.Errorf("server -h: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "-store STORE") || strings.Contains(string(out), "help requested") {
+		t.Errorf("server -h printed:\n%s", out)
+	}
+}

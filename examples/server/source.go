@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"strings"
 
@@ -29,7 +28,7 @@ type source struct {
 	// uncleDepth is how far below the head printing the usage may look
 	// for a block with an uncle: through an endpoint that would mean a
 	// request per block, so only a chain the server holds is searched,
-	// whole in memory, its top in a persistent store. 0: not at all.
+	// its top. 0: not at all.
 	uncleDepth uint64
 	// up is the upstream backend of -upstream.
 	up *upstream.Backend
@@ -79,7 +78,7 @@ func openSource(ctx context.Context, log *slog.Logger, o options) (*source, erro
 	if err != nil {
 		return nil, err
 	}
-	return &source{backend: store, store: store, mem: store, uncleDepth: math.MaxUint64}, nil
+	return &source{backend: store, store: store, mem: store, uncleDepth: memoryUncleSearchDepth}, nil
 }
 
 // startFollowing runs the follower of -follow in the background, until

@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -441,6 +442,55 @@ func waitForHead(t *testing.T, srv *server, head uint64) {
 			t.Fatalf("the server did not reach block %d:\n%s", head, srv.stderr())
 		}
 	}
+}
+
+// TestStorePebbleImportKeepsTags gives a store that holds the demo chain,
+// with its tags, a dump of its first 51 blocks, every one of them stored
+// already: the import leaves the store's head as it was, and its tags
+// too, where it used to move both to the store's head.
+func TestStorePebbleImportKeepsTags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+	before := tagNumber(t, rpcURL(srv), "finalized")
+	srv.stop(t)
+	if before != demo.Finalized {
+		t.Fatalf("demo store: finalized %d, want %d", before, demo.Finalized)
+	}
+
+	chain, _ := demo.Dump()
+	lines := bytes.SplitAfter(chain, []byte("\n"))
+	prefix := filepath.Join(t.TempDir(), "prefix.jsonl")
+	if err := os.WriteFile(prefix, bytes.Join(lines[:51], nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-chain", prefix)
+	safe, fin, head := tagNumber(t, rpcURL(srv), "safe"), tagNumber(t, rpcURL(srv), "finalized"), tagNumber(t, rpcURL(srv), "latest")
+	srv.stop(t)
+	if head != demo.Head {
+		t.Fatalf("head %d, want %d: the prefix changed the chain", head, demo.Head)
+	}
+	if fin != demo.Finalized || safe != demo.Safe {
+		t.Errorf("after importing a dump of blocks 0-50, all held already: safe %d finalized %d, want them left at %d and %d",
+			safe, fin, demo.Safe, demo.Finalized)
+	}
+}
+
+func tagNumber(t *testing.T, url, tag string) uint64 {
+	t.Helper()
+	_, body := postStatus(t, url, `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["`+tag+`",false]}`)
+	var r struct {
+		Result *struct {
+			Number string `json:"number"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || r.Result == nil {
+		t.Fatalf("%s: %s", tag, body)
+	}
+	n, err := strconv.ParseUint(strings.TrimPrefix(r.Result.Number, "0x"), 16, 64)
+	if err != nil {
+		t.Fatalf("%s: %s", tag, body)
+	}
+	return n
 }
 
 // TestStorePebbleFollowResumes follows a node into a Pebble store, stops,
