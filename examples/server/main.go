@@ -743,8 +743,19 @@ func loadChain(ctx context.Context, log *slog.Logger, o options) (*memstore.Stor
 			return nil, err
 		}
 		defer f.Close()
+		var size int64
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		// A long load logs its progress as an import into a store does,
+		// a dump's line for a block (the reader's lines, a buffer ahead
+		// of the blocks taken).
+		p := newImportProgress(log, o.store, o.chain, size)
+		stop := p.every(importProgressInterval)
 		loader := memstore.Loader{Logger: log}
-		if store, err = loader.Load(ctxReader{ctx, f}); err != nil {
+		store, err = loader.Load(countingReader{r: ctxReader{ctx, f}, n: &p.read, lines: &p.blocks})
+		stop()
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", o.chain, err)
 		}
 		head, err := store.BlockByNumber(context.Background(), backend.Latest)

@@ -70,8 +70,9 @@ const (
 	memoryUncleSearchDepth = 1024
 )
 
-// importProgressInterval is how often a long import logs its progress.
-const importProgressInterval = 5 * time.Second
+// importProgressInterval is how often a long import logs its progress
+// (a variable, for the tests).
+var importProgressInterval = 5 * time.Second
 
 // parseStore reads the value of -store. An error never repeats the value,
 // which may be a URL with a password in it.
@@ -491,15 +492,20 @@ func (p *importProgress) finished(now time.Time) {
 	}, p.attrs...)...)
 }
 
-// countingReader counts the bytes read through it.
+// countingReader counts the bytes read through it, and the lines when
+// lines is not nil.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r     io.Reader
+	n     *atomic.Int64
+	lines *atomic.Int64
 }
 
 func (c countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if c.lines != nil {
+		c.lines.Add(int64(bytes.Count(p[:n], []byte{'\n'})))
+	}
 	return n, err
 }
 

@@ -174,6 +174,27 @@ func TestImportProgressLine(t *testing.T) {
 	}
 }
 
+// TestLoadProgressLine loads a dump into memory, the default store, with
+// progress lines every millisecond: they say what an import into a
+// persistent store says, where a load in memory used to log nothing
+// until it ended.
+func TestLoadProgressLine(t *testing.T) {
+	defer func(d time.Duration) { importProgressInterval = d }(importProgressInterval)
+	importProgressInterval = time.Millisecond
+	o, err := parseFlags([]string{"-chain", writeDump(t, 2000)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncbuf.Buffer
+	if _, err := loadChain(context.Background(), slog.New(slog.NewTextHandler(&buf, nil)), o); err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`msg="store: importing" blocks=[1-9][0-9]* blocks_per_s=[0-9]+ mb_per_s=[0-9.]+ done=[0-9.]+% eta=\S+ chain=\S+ store=memory`)
+	if !line.MatchString(buf.String()) {
+		t.Errorf("no progress line while the dump loaded:\n%s", buf.String())
+	}
+}
+
 // demoDump writes the demo chain's dump (no pending block, no tags) and
 // returns its path.
 func demoDump(t *testing.T) string {
