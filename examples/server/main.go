@@ -743,14 +743,10 @@ func loadChain(ctx context.Context, log *slog.Logger, o options) (*memstore.Stor
 			return nil, err
 		}
 		defer f.Close()
-		var size int64
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			size = fi.Size()
-		}
 		// A long load logs its progress as an import into a store does,
 		// a dump's line for a block (the reader's lines, a buffer ahead
 		// of the blocks taken).
-		p := newImportProgress(log, o.store, o.chain, size)
+		p := newImportProgress(log, o.store, o.chain, fileSize(f))
 		stop := p.every(importProgressInterval)
 		loader := memstore.Loader{Logger: log}
 		store, err = loader.Load(countingReader{r: ctxReader{ctx, f}, n: &p.read, lines: &p.blocks})

@@ -338,11 +338,16 @@ func importFile(ctx context.Context, log *slog.Logger, spec storeSpec, path stri
 		return err
 	}
 	defer f.Close()
-	var size int64
+	return importDump(ctx, log, spec, path, f, fileSize(f), w)
+}
+
+// fileSize is the size of a regular file, which a progress line can tell
+// the share read of; 0 for a pipe or a device, whose size is not known.
+func fileSize(f *os.File) int64 {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
+		return fi.Size()
 	}
-	return importDump(ctx, log, spec, path, f, size, w)
+	return 0
 }
 
 // importDemo imports the demo chain, with its pending block, into an
