@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -46,11 +47,23 @@ type dashboard struct {
 
 	mu       sync.Mutex
 	sessions map[[sha256.Size]byte]session // by the digest of the cookie's value
-	// failures slows a guesser of the admin token down, for all remotes
-	// at once: an operator mistyping is rare, and the token's owner can
-	// always use it as a bearer token.
-	failures *rate.Limiter
+	// guesses slows a guesser of the admin token down, by remote host:
+	// past a burst of wrong tokens, a host's next tokens, right or wrong,
+	// are refused without being checked until its allowance refills,
+	// where a 429 for a wrong token alone would still tell a right one.
+	// The token's owner, from another host, is not held up.
+	guessMu sync.Mutex
+	guesses map[string]*rate.Limiter
 }
+
+// Wrong admin tokens a host may send: a burst, then one a second. Past
+// maxGuessers hosts, those whose allowance is whole are let go, and new
+// ones beyond that share one allowance, so that the map stays bounded.
+const (
+	guessBurst  = 10
+	guessEvery  = time.Second
+	maxGuessers = 4096
+)
 
 type session struct {
 	csrf    string
@@ -75,7 +88,7 @@ func newDashboard(log *slog.Logger, store keystore.Store, keys *keystore.Keys, t
 		keys:     keys,
 		token:    sha256.Sum256([]byte(token)),
 		sessions: make(map[[sha256.Size]byte]session),
-		failures: rate.NewLimiter(rate.Every(time.Second), 10),
+		guesses:  make(map[string]*rate.Limiter),
 	}
 }
 
@@ -137,6 +150,9 @@ type actor string
 func (d *dashboard) authorized(change bool, next func(http.ResponseWriter, *http.Request, actor)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if auth := r.Header.Get("Authorization"); auth != "" {
+			if d.guessing(w, r) {
+				return
+			}
 			token, ok := strings.CutPrefix(auth, "Bearer ")
 			if !ok || !d.isToken(token) {
 				d.refused(w, r, "a wrong admin token")
@@ -163,15 +179,64 @@ func (d *dashboard) isToken(token string) bool {
 	return subtle.ConstantTimeCompare(digest[:], d.token[:]) == 1
 }
 
-// refused answers a wrong admin token, and logs it with the remote address
-// (never what was sent): an operator should hear of guessing.
+// refused answers a wrong admin token, counted against the remote host,
+// and logs it with the remote address (never what was sent): an operator
+// should hear of guessing.
 func (d *dashboard) refused(w http.ResponseWriter, r *http.Request, what string) {
 	d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
-	if !d.failures.Allow() {
+	d.guessMu.Lock()
+	allowed := d.guessesOf(remoteHost(r)).Allow()
+	d.guessMu.Unlock()
+	if !allowed {
 		apiError(w, http.StatusTooManyRequests, "too many wrong admin tokens: wait a moment")
 		return
 	}
 	apiError(w, http.StatusUnauthorized, "wrong admin token")
+}
+
+// guessing answers 429, without checking the token, a request of a host
+// that has sent too many wrong ones of late, and reports whether it did.
+func (d *dashboard) guessing(w http.ResponseWriter, r *http.Request) bool {
+	d.guessMu.Lock()
+	l, ok := d.guesses[remoteHost(r)]
+	spent := ok && l.Tokens() < 1
+	d.guessMu.Unlock()
+	if spent {
+		apiError(w, http.StatusTooManyRequests, "too many wrong admin tokens: wait a moment")
+	}
+	return spent
+}
+
+// guessesOf returns the allowance of wrong tokens of host; d.guessMu is
+// held.
+func (d *dashboard) guessesOf(host string) *rate.Limiter {
+	if l, ok := d.guesses[host]; ok {
+		return l
+	}
+	if len(d.guesses) >= maxGuessers {
+		for h, l := range d.guesses {
+			if h != "" && l.Tokens() >= guessBurst {
+				delete(d.guesses, h)
+			}
+		}
+		if len(d.guesses) >= maxGuessers {
+			host = "" // the shared allowance of the hosts past the bound
+			if l, ok := d.guesses[host]; ok {
+				return l
+			}
+		}
+	}
+	l := rate.NewLimiter(rate.Every(guessEvery), guessBurst)
+	d.guesses[host] = l
+	return l
+}
+
+// remoteHost is the host of a request's remote address, without its port.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // session returns the live session of the request's cookie, and a short id
@@ -205,7 +270,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		Token string `json:"token"`
 	}
-	if !readJSON(w, r, &in) {
+	if d.guessing(w, r) || !readJSON(w, r, &in) {
 		return
 	}
 	if !d.isToken(in.Token) {

@@ -407,3 +407,51 @@ func TestDashboardUsageWriteWaits(t *testing.T) {
 	}
 	a.want(http.StatusOK, "GET", "/api/keys", "")
 }
+
+// TestWrongAdminTokens sends wrong admin tokens from one host until it is
+// throttled: its next tokens, the right one too, get 429 without being
+// checked, so that a guesser learns nothing faster; the right token from
+// another host is taken, as a sign-in from the first host is not. The
+// throttle used to be one for all hosts, after the check: a right token
+// always got through, and a guesser could tell it from a 429.
+func TestWrongAdminTokens(t *testing.T) {
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
+	mux := http.NewServeMux()
+	dash.register(mux)
+	call := func(host, token string) int {
+		r := httptest.NewRequest("GET", "/api/keys/none", nil)
+		r.RemoteAddr = host + ":40000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range guessBurst {
+		if code := call("192.0.2.1", "wrong-token-wrong-token"); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, code)
+		}
+	}
+	if code := call("192.0.2.1", "wrong-token-wrong-token"); code != http.StatusTooManyRequests {
+		t.Errorf("a wrong token past the burst: %d, want 429", code)
+	}
+	if code := call("192.0.2.1", testAdminToken); code != http.StatusTooManyRequests {
+		t.Errorf("the right token from the throttled host: %d, want 429, unchecked", code)
+	}
+	if code := call("192.0.2.2", testAdminToken); code != http.StatusNotFound {
+		t.Errorf("the right token from another host: %d, want it taken (404 for an unknown key)", code)
+	}
+	r := httptest.NewRequest("POST", "/api/session", strings.NewReader(`{"token":"`+testAdminToken+`"}`))
+	r.RemoteAddr = "192.0.2.1:40001"
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("a sign-in with the right token from the throttled host: %d, want 429", w.Code)
+	}
+}
