@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -398,7 +397,15 @@ func TestDiskFailsFlushes(t *testing.T) {
 // compactions go through, writes are taken again, and the store holds
 // the whole chain.
 func TestDiskFailsCompactions(t *testing.T) {
-	disk := &nearlyFullDisk{FS: vfs.Default, limit: 3 << 20}
+	// The disk nearly full: while full is set, no table file takes more
+	// than 3 MB.
+	var full atomic.Bool
+	disk := tableWriteFS{FS: vfs.Default, check: func(written int64, p []byte) error {
+		if full.Load() && written+int64(len(p)) > 3<<20 {
+			return syscall.ENOSPC
+		}
+		return nil
+	}}
 	opts := &Options{fs: disk, MemTableBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
 	s, err := Open(t.TempDir(), opts)
 	if err != nil {
@@ -407,9 +414,9 @@ func TestDiskFailsCompactions(t *testing.T) {
 	defer s.Close()
 	c := newDiskChain(t)
 
-	disk.full.Store(true)
+	full.Store(true)
 	var refused error
-	withinAMinute(t, "writing while compactions fail", &disk.full, func() {
+	withinAMinute(t, "writing while compactions fail", &full, func() {
 		for i := 0; i < 20000 && refused == nil; i++ {
 			refused = c.add(s)
 		}
@@ -422,8 +429,8 @@ func TestDiskFailsCompactions(t *testing.T) {
 		t.Errorf("the last block written, while compactions fail: %v", err)
 	}
 
-	disk.full.Store(false)
-	withinAMinute(t, "writing once compactions succeed", &disk.full, func() {
+	full.Store(false)
+	withinAMinute(t, "writing once compactions succeed", &full, func() {
 		for c.add(s) != nil {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -438,9 +445,6 @@ func TestDiskFailsCompactions(t *testing.T) {
 	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
 }
 
-// diskChain is a synthetic chain written into a store on a disk that
-// fails, and into memstore beside it: the blocks the store took, the
-// reference it is compared with once the disk is mended.
 // TestDiskFailsSlowFlush has the disk refuse Pebble's tables only once
 // the writes have filled Pebble's memory tables, as a slow disk that
 // fills up during a flush does: the last write waits in Pebble for room,
@@ -450,7 +454,20 @@ func TestDiskFailsCompactions(t *testing.T) {
 // disk writes again. Opened again, it holds every block taken, and the
 // one in doubt. Before, the write and then Close waited for good.
 func TestDiskFailsSlowFlush(t *testing.T) {
-	disk := &slowFailingDisk{FS: vfs.Default, answer: make(chan struct{})}
+	// The disk slow to fail: while failing is set, a table's write waits
+	// until answer is closed, and is then refused.
+	var failing atomic.Bool
+	answer := make(chan struct{})
+	disk := tableWriteFS{FS: vfs.Default, check: func(int64, []byte) error {
+		for failing.Load() {
+			select {
+			case <-answer:
+				return syscall.ENOSPC
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return nil
+	}}
 	dir := t.TempDir()
 	opts := &Options{fs: disk, MemTableBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}
 	s, err := Open(dir, opts)
@@ -464,7 +481,7 @@ func TestDiskFailsSlowFlush(t *testing.T) {
 		}
 	}
 
-	disk.failing.Store(true)
+	failing.Store(true)
 	var written atomic.Int64
 	inDoubt := make(chan error, 1)
 	go func() {
@@ -483,9 +500,9 @@ func TestDiskFailsSlowFlush(t *testing.T) {
 			last, since = n, time.Now()
 		}
 	}
-	disk.failAnswered()
+	close(answer)
 	var err1 error
-	withinAMinute(t, "a write waiting while the flush fails", &disk.failing, func() { err1 = <-inDoubt })
+	withinAMinute(t, "a write waiting while the flush fails", &failing, func() { err1 = <-inDoubt })
 	if !strings.Contains(err1.Error(), "waits in Pebble") {
 		t.Fatalf("the write waiting for room as the flush failed: %v, want it in doubt", err1)
 	}
@@ -494,7 +511,7 @@ func TestDiskFailsSlowFlush(t *testing.T) {
 	}
 	start := time.Now()
 	var closeErr error
-	withinAMinute(t, "closing with a write in doubt", &disk.failing, func() { closeErr = s.Close() })
+	withinAMinute(t, "closing with a write in doubt", &failing, func() { closeErr = s.Close() })
 	if took := time.Since(start); closeErr == nil || took > 5*time.Second {
 		t.Errorf("Close with a write in doubt: %v after %v, want an error at once", closeErr, took.Round(time.Millisecond))
 	}
@@ -502,7 +519,7 @@ func TestDiskFailsSlowFlush(t *testing.T) {
 		t.Errorf("a read after Close: %v, want ErrClosed", err)
 	}
 
-	disk.failing.Store(false)
+	failing.Store(false)
 	deadline := time.Now().Add(30 * time.Second)
 	for s, err = Open(dir, opts); err != nil; s, err = Open(dir, opts) {
 		if time.Now().After(deadline) {
@@ -520,42 +537,41 @@ func TestDiskFailsSlowFlush(t *testing.T) {
 	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
 }
 
-// slowFailingDisk is the operating system's file system, made to refuse
-// the writes of Pebble's tables while failing is set, once failAnswered
-// is called: until then, they wait.
-type slowFailingDisk struct {
+// tableWriteFS is the operating system's file system, whose writes of
+// Pebble's table files go first through check, which may refuse them,
+// as a full, nearly full or slow disk does.
+type tableWriteFS struct {
 	vfs.FS
-	failing atomic.Bool
-	answer  chan struct{}
-	once    sync.Once
+	check func(written int64, p []byte) error
 }
 
-func (d *slowFailingDisk) failAnswered() { d.once.Do(func() { close(d.answer) }) }
-
-func (d *slowFailingDisk) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+func (d tableWriteFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := d.FS.Create(name, category)
 	if err != nil || !strings.HasSuffix(name, ".sst") {
 		return f, err
 	}
-	return &slowFailingFile{File: f, disk: d}, nil
+	return &tableFile{File: f, check: d.check}, nil
 }
 
-type slowFailingFile struct {
+// tableFile is a table file of tableWriteFS; written counts the bytes
+// it took.
+type tableFile struct {
 	vfs.File
-	disk *slowFailingDisk
+	check   func(written int64, p []byte) error
+	written int64
 }
 
-func (f *slowFailingFile) Write(p []byte) (int, error) {
-	for f.disk.failing.Load() {
-		select {
-		case <-f.disk.answer:
-			return 0, syscall.ENOSPC
-		case <-time.After(10 * time.Millisecond):
-		}
+func (f *tableFile) Write(p []byte) (int, error) {
+	if err := f.check(f.written, p); err != nil {
+		return 0, err
 	}
+	f.written += int64(len(p))
 	return f.File.Write(p)
 }
 
+// diskChain is a synthetic chain written into a store on a disk that
+// fails, and into memstore beside it: the blocks the store took, the
+// reference it is compared with once the disk is mended.
 type diskChain struct {
 	t      *testing.T
 	g      *synth.Generator
@@ -598,34 +614,4 @@ func withinAMinute(t *testing.T, what string, failing *atomic.Bool, f func()) {
 		<-done
 		t.Fatalf("%s: no return in a minute", what)
 	}
-}
-
-// nearlyFullDisk is the operating system's file system, made to refuse,
-// while full is set, the bytes of a table file past its first limit.
-type nearlyFullDisk struct {
-	vfs.FS
-	full  atomic.Bool
-	limit int64
-}
-
-func (d *nearlyFullDisk) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := d.FS.Create(name, category)
-	if err != nil || !strings.HasSuffix(name, ".sst") {
-		return f, err
-	}
-	return &nearlyFullFile{File: f, disk: d}, nil
-}
-
-type nearlyFullFile struct {
-	vfs.File
-	disk    *nearlyFullDisk
-	written int64
-}
-
-func (f *nearlyFullFile) Write(p []byte) (int, error) {
-	if f.disk.full.Load() && f.written+int64(len(p)) > f.disk.limit {
-		return 0, syscall.ENOSPC
-	}
-	f.written += int64(len(p))
-	return f.File.Write(p)
 }
