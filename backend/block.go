@@ -341,12 +341,14 @@ func (b *Block) checkPosition(pos *positionJSON, index uint64, hashGiven bool, o
 // SignedChainID returns the chain id that b's transactions are signed for,
 // or nil when none says (no transactions, or only legacy ones without
 // replay protection). They must all agree, and it must fit in 64 bits.
-// Legacy transactions say it through ChainID, which Seal fills in from v.
+// Legacy transactions say it through ChainID, which Seal fills in from v;
+// one of chain id 0 (v of 35 or 36) says none, as go-ethereum, which
+// serves it without a chainId, takes it.
 func (b *Block) SignedChainID() (*uint256.Int, error) {
 	var id *uint256.Int
 	for i, tx := range b.Transactions {
 		switch {
-		case tx.ChainID == nil:
+		case tx.ChainID == nil, legacyChainZero(tx):
 		case id == nil:
 			id = tx.ChainID
 		case !id.Eq(tx.ChainID):

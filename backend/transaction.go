@@ -240,6 +240,14 @@ func (tx Transaction) MarshalJSON() ([]byte, error) {
 	return tx.appendObject(nil, &txPosition{}), nil
 }
 
+// legacyChainZero reports whether tx is a legacy transaction protected for
+// chain id 0 (v of 35 or 36). go-ethereum writes a legacy transaction's
+// chainId only when it is not zero, so such a transaction is served as one
+// without replay protection is, and tells no chain id.
+func legacyChainZero(tx *Transaction) bool {
+	return tx.Type == LegacyTxType && tx.ChainID != nil && tx.ChainID.IsZero()
+}
+
 // appendObject writes the transaction object in go-ethereum's member order.
 func (tx *Transaction) appendObject(dst []byte, pos *txPosition) []byte {
 	mined := pos.blockHash != Hash{} || pos.pending
@@ -283,7 +291,7 @@ func (tx *Transaction) appendObject(dst []byte, pos *txPosition) []byte {
 	if tx.Type != LegacyTxType {
 		dst = appendAccessList(dst, tx.AccessList)
 	}
-	if tx.ChainID != nil {
+	if tx.ChainID != nil && !legacyChainZero(tx) {
 		dst = appendU256Member(dst, `"chainId":`, tx.ChainID)
 	}
 	if tx.Type == BlobTxType && len(tx.BlobVersionedHashes) > 0 {

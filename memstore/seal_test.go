@@ -243,6 +243,23 @@ func TestLegacyChainID(t *testing.T) {
 			if got := tdString(stored.Transactions[0].ChainID); got != tt.want {
 				t.Errorf("%s: stored chainId %s, want %s", what, got, tt.want)
 			}
+			// As go-ethereum serves it: a chainId member for chain ids
+			// other than 0 alone, which alone bind the store's chain id.
+			served := string(stored.AppendJSON(nil, true))
+			var wantMember string
+			if tt.want != "<nil>" && tt.want != "0" {
+				wantMember = `"chainId":"` + uint256.MustFromDecimal(tt.want).Hex() + `"`
+			}
+			if has := strings.Contains(served, `"chainId"`); has != (wantMember != "") || !strings.Contains(served, wantMember) {
+				t.Errorf("%s: served %s, want chainId member %q", what, served, wantMember)
+			}
+			id, err := s.ChainID(t.Context())
+			if wantMember == "" && !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("%s: ChainID = %d, %v, want ErrNotFound", what, id, err)
+			}
+			if wantMember != "" && (err != nil || uint256.NewInt(id).Dec() != tt.want) {
+				t.Errorf("%s: ChainID = %d, %v, want %s", what, id, err, tt.want)
+			}
 		}
 	}
 }
