@@ -54,14 +54,18 @@ type Keys struct {
 
 	known atomic.Pointer[known]
 
-	// reads numbers the refreshes in the order they begin to read; the
-	// result of one is taken only if none begun after it was taken before.
+	// reads numbers the refreshes in the order they begin to read. The
+	// keys one read are taken only if no read begun after it has had its
+	// keys taken, and its outcome sets the health only if no read begun
+	// after it has set it: a failed read carries no keys, and must not
+	// make a later-ending read of a change (a revocation) be dropped.
 	reads atomic.Uint64
 
-	health   sync.Mutex
-	taken    uint64    // the number of the last refresh taken
-	failing  error     // the last refresh's error; nil once one succeeds
-	failedAt time.Time // when refreshes began to fail
+	health    sync.Mutex
+	keysTaken uint64    // the number of the last read whose keys are taken
+	toldOf    uint64    // the number of the last read that set failing
+	failing   error     // the last refresh's error; nil once one succeeds
+	failedAt  time.Time // when refreshes began to fail
 
 	meter meter
 
@@ -172,16 +176,14 @@ func (k *Keys) Refresh(ctx context.Context) error {
 	now := time.Now()
 	k.health.Lock()
 	defer k.health.Unlock()
-	if n < k.taken {
-		// A slow read, begun before one already taken: what it read may
-		// be older, and would undo a change (a revocation) made between.
-		if err != nil {
+	latest := n > k.toldOf // no read begun after it has ended
+	if latest {
+		k.toldOf = n
+	}
+	if err != nil {
+		if !latest {
 			return fmt.Errorf("keystore: reading the keys: %w", err)
 		}
-		return nil
-	}
-	k.taken = n
-	if err != nil {
 		if k.failing == nil {
 			k.failedAt = now
 			if last := k.known.Load(); last != nil {
@@ -192,10 +194,16 @@ func (k *Keys) Refresh(ctx context.Context) error {
 		k.failing = err
 		return fmt.Errorf("keystore: reading the keys: %w", err)
 	}
-	if k.failing != nil {
+	if latest && k.failing != nil {
 		k.log(slog.LevelInfo, "keystore: the key store can be read again", "down_for", now.Sub(k.failedAt).Round(time.Millisecond))
 		k.failing = nil
 	}
+	if n < k.keysTaken {
+		// A slow read, begun before one already taken: what it read may
+		// be older, and would undo a change (a revocation) made between.
+		return nil
+	}
+	k.keysTaken = n
 	next := &known{keys: make(map[Digest]knownKey, len(keys)), read: now}
 	for _, key := range keys {
 		limit, own := key.Limit()

@@ -182,6 +182,45 @@ func TestKeysSlowRefresh(t *testing.T) {
 	}
 }
 
+// TestKeysSlowRefreshThenFailure revokes a key and refreshes, slowly,
+// while a refresh begun later fails: the failure carries no keys, so the
+// slow refresh's read of the revocation is taken when it returns, and the
+// health stays the failure's, the later read's.
+func TestKeysSlowRefreshThenFailure(t *testing.T) {
+	ctx := context.Background()
+	store := &flaky{Store: keystore.NewMemory()}
+	slow := &slowRead{Store: store, read: make(chan struct{}), release: make(chan struct{})}
+	secret, k := addKey(t, store, "revoked", 0, 0)
+	keys, err := keystore.Open(ctx, slow, keystore.Options{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+
+	if _, err := store.Revoke(ctx, k.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	slow.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- keys.Refresh(ctx) }()
+	<-slow.read // the key read revoked
+	store.down.Store(true)
+	if err := keys.Refresh(ctx); !errors.Is(err, errDown) {
+		t.Fatalf("Refresh while the store is down = %v, want %v", err, errDown)
+	}
+	store.down.Store(false)
+	close(slow.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := keys.ValidKey(ctx, secret); ok {
+		t.Error("the revoked key is valid: the read of its revocation was dropped for a failed read begun after it")
+	}
+	if err := keys.Health(); err == nil || !strings.Contains(err.Error(), errDown.Error()) {
+		t.Errorf("Health = %v, want the failure of the read begun last", err)
+	}
+}
+
 // TestKeysOutage checks that while the store cannot be read, the keys last
 // read are served for Stale, the log and Health say so, and then requests
 // get 503 until the store is back.
