@@ -87,13 +87,17 @@ func (c *cache) add(k cacheKey, value any, encoded int) {
 	}
 }
 
-// block returns the canonical block held at number, if any.
-func (c *cache) block(number uint64) (*backend.Block, bool) {
+// block returns the canonical block held at number as of the
+// reorganisation counter tag, if any.
+func (c *cache) block(number uint64, tag int64) (*backend.Block, bool) {
 	if c == nil {
 		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if tag != c.hintTag {
+		return nil, false
+	}
 	h, ok := c.hints[number]
 	if !ok {
 		return nil, false

@@ -345,13 +345,13 @@ func (r *Reader) ChainID(ctx context.Context) (uint64, error) {
 // BlockByNumber implements backend.Backend. A number is looked up in the
 // canonical table when asked; the tags resolve to the head row's values at
 // the last poll (for a Writer, its last write): latest to its block by
-// hash, earliest, safe and finalized to their numbers.
+// hash, earliest, safe and finalized to their numbers, whose block is the
+// one of that poll's chain.
 func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
 	st, err := r.state(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var n uint64
 	switch number {
 	case backend.Pending:
 		switch {
@@ -371,32 +371,58 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 			return nil, fmt.Errorf("pgstore: the latest block %s has no row: the server read is behind the head row polled (a standby further behind), or rows were deleted", st.latestHash)
 		}
 		return b, err
-	case backend.Earliest:
-		if !st.hasCanonical {
-			return nil, backend.ErrNotFound
-		}
-		n = st.earliest
-	case backend.Safe, backend.Finalized:
-		t := st.safe
-		if number == backend.Finalized {
+	case backend.Earliest, backend.Safe, backend.Finalized:
+		return r.tagged(ctx, number, st)
+	}
+	n, ok := number.Uint64()
+	if !ok {
+		return nil, fmt.Errorf("pgstore: invalid block number %v", number)
+	}
+	b, _, err := r.canonicalAt(ctx, n, st)
+	return b, err
+}
+
+// tagTries bounds the reads of a tag's block that each find the chain
+// changed since the poll the tag was read from.
+const tagTries = 3
+
+// tagged reads the block that the tag earliest, safe or finalized names.
+// Read by its number, the block found may be of a chain written after the
+// poll the number came from, which a reorganisation may have taken the tag
+// from: the tag is then read again from the poll that the read makes.
+func (r *Reader) tagged(ctx context.Context, number backend.BlockNumber, st *headState) (*backend.Block, error) {
+	for range tagTries {
+		var t tag
+		switch number {
+		case backend.Earliest:
+			t = tag{st.earliest, st.hasCanonical}
+		case backend.Safe:
+			t = st.safe
+		default:
 			t = st.finalized
 		}
 		if !t.set {
 			return nil, backend.ErrNotFound
 		}
-		n = t.number
-	default:
-		v, ok := number.Uint64()
-		if !ok {
-			return nil, fmt.Errorf("pgstore: invalid block number %v", number)
+		b, polled, err := r.canonicalAt(ctx, t.number, st)
+		if !polled || (err != nil && !errors.Is(err, backend.ErrNotFound)) {
+			return b, err
 		}
-		n = v
+		if st, err = r.state(ctx); err != nil {
+			return nil, err
+		}
 	}
+	return nil, fmt.Errorf("pgstore: %v: the chain changed at each of %d reads", number, tagTries)
+}
+
+// canonicalAt is canonical after a look in the cache, which holds blocks
+// by number as of st's reorganisation counter.
+func (r *Reader) canonicalAt(ctx context.Context, n uint64, st *headState) (*backend.Block, bool, error) {
 	if n > math.MaxInt64 {
-		return nil, backend.ErrNotFound
+		return nil, false, backend.ErrNotFound
 	}
-	if b, ok := r.cache.block(n); ok {
-		return b, nil
+	if b, ok := r.cache.block(n, st.reorgVersion); ok {
+		return b, false, nil
 	}
 	return r.canonical(ctx, n, st)
 }
@@ -408,8 +434,9 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 // polled, and from a block row deleted. A block written after the last
 // poll, or a number that no longer has one, makes a Reader poll, so that
 // what it serves by number never goes back to a chain it has seen
-// replaced.
-func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backend.Block, error) {
+// replaced; canonical then reports that it polled, its answer being of a
+// state later than st.
+func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backend.Block, bool, error) {
 	var hash, td, body []byte
 	var version pgtype.Int8
 	var headVersion, reorgVersion int64
@@ -425,46 +452,47 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	outside := !st.hasCanonical || n < st.earliest || n > st.latest
 	switch {
 	case (errors.Is(err, pgx.ErrNoRows) || behind) && outside:
-		return nil, backend.ErrNotFound
+		return nil, false, backend.ErrNotFound
 	case errors.Is(err, pgx.ErrNoRows), behind:
-		return nil, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
+		return nil, false, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
 	case err != nil:
-		return nil, readError(ctx, err)
+		return nil, false, readError(ctx, err)
 	case hash != nil && body == nil:
-		return nil, fmt.Errorf("pgstore: block %d: its canonical row names block %x, which has no row: rows deleted", n, hash)
+		return nil, false, fmt.Errorf("pgstore: block %d: its canonical row names block %x, which has no row: rows deleted", n, hash)
 	case hash == nil:
 		if r.readsHeadRow() && headVersion > st.version {
 			// The chain was shortened since the last poll.
 			if err := r.refreshPast(ctx, st.version); err != nil {
-				return nil, err
+				return nil, false, err
 			}
+			return nil, true, backend.ErrNotFound
 		}
-		return nil, backend.ErrNotFound
+		return nil, false, backend.ErrNotFound
 	}
 	// A row newer than the last poll makes the Reader poll, so that what
 	// it serves next is at least as new. The row is then of a state
 	// between the two polls, which may have been reorganised again by the
 	// second: it is served, once, but not noted as the canonical block at
 	// n under the second poll's reorganisation counter.
-	fromPoll := true
+	polled := false
 	if r.readsHeadRow() && version.Int64 > st.version {
 		if err := r.refreshPast(ctx, version.Int64-1); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		fromPoll = false
+		polled = true
 	}
 	h, err := hashOf(hash)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: canonical block %d: %w", n, err)
+		return nil, false, fmt.Errorf("pgstore: canonical block %d: %w", n, err)
 	}
 	b, err := r.decodeBlock(h, td, body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if fromPoll {
+	if !polled {
 		r.cache.addHint(n, h, st.reorgVersion)
 	}
-	return b, nil
+	return b, polled, nil
 }
 
 // readsHeadRow reports whether the head row may be newer than head: a

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -128,6 +129,62 @@ func TestReaderNeverBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest(11)
+}
+
+// TestReaderTagsAcrossReorg reorganises the chain below safe and
+// finalized, which the writer then clears, while a reader has not polled:
+// the reader answers the tags from its last poll, with the blocks the old
+// chain tagged when it holds them, and otherwise, having polled as it read
+// the new chain's rows, with none; never with the blocks that replaced the
+// tagged ones, which were never safe or finalized.
+func TestReaderTagsAcrossReorg(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
+			ctx := context.Background()
+			s := buildShared()
+			w, url, schema := openWriter(t, nil)
+			s.importMain(t, w, s.main.Head().Number, s.long.Head().Number+1)
+			if err := w.SetSafe(70); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SetFinalized(65); err != nil {
+				t.Fatal(err)
+			}
+			opts := &pgstore.Options{Schema: schema, PollInterval: time.Hour}
+			if !cached {
+				opts.CacheBytes = -1
+			}
+			r, err := pgstore.OpenReader(ctx, url, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			tagged := map[backend.BlockNumber]*backend.Block{backend.Safe: s.main.Block(70), backend.Finalized: s.main.Block(65)}
+			if cached {
+				for tag := range tagged {
+					if _, err := r.BlockByNumber(ctx, tag); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.write(w, s.long.Head(), true); err != nil { // forks below 65
+				t.Fatal(err)
+			}
+			for tag, old := range tagged {
+				b, err := r.BlockByNumber(ctx, tag)
+				got := fmt.Sprint(err)
+				if err == nil {
+					got = fmt.Sprintf("block %d (%s)", b.Number, b.Hash)
+				}
+				switch {
+				case cached && (err != nil || b.Hash != old.Hash):
+					t.Errorf("%v: %s; want the block of the last poll, %d (%s)", tag, got, old.Number, old.Hash)
+				case !cached && !errors.Is(err, backend.ErrNotFound):
+					t.Errorf("%v: %s; want ErrNotFound, the tag cleared by the reorganisation", tag, got)
+				}
+			}
+		})
+	}
 }
 
 // TestReaderCorruptHash cuts the hash of a canonical block short in its
