@@ -282,8 +282,9 @@ func (h *Handler) observeRequest(ctx context.Context, a *answerWriter, info *Req
 	}
 	// A client that went away before its answer was complete may not make
 	// the last write fail (it closed without a byte to read), but it
-	// cancels the request.
-	info.Cut = a.err != nil || errors.Is(ctx.Err(), context.Canceled)
+	// cancels the request: before the last write began, unless it read
+	// the answer whole.
+	info.Cut = a.err != nil || a.leftBefore
 	info.Duration = time.Since(start)
 	h.cfg.observer.Request(ctx, *info)
 }

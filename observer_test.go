@@ -1,11 +1,16 @@
 package blockrpc_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,6 +151,52 @@ func TestObserverCutBehindMiddleware(t *testing.T) {
 				t.Errorf("RequestInfo.Cut = true for an answer the client read whole (%d bytes): %+v", len(out), r)
 			}
 		})
+	}
+}
+
+// TestObserverCut sends requests over connections that the client closes:
+// after reading its whole answer, which is not cut, however soon the
+// server sees the connection close; or while the backend works on it,
+// which is.
+func TestObserverCut(t *testing.T) {
+	seen := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) { seen <- r }}
+	ask := func(srv *httptest.Server, readAnswer bool) blockrpc.RequestInfo {
+		t.Helper()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", testKey, len(latestBlock), latestBlock)
+		if readAnswer {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadAll(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close()
+		return <-seen
+	}
+
+	srv := serve(t, newHandler(newTestChain(t).store, blockrpc.WithObserver(obs)))
+	cut := 0
+	const whole = 1000
+	for range whole {
+		if ask(srv, true).Cut {
+			cut++
+		}
+	}
+	if cut > 0 {
+		t.Errorf("%d of %d answers that the client read whole were observed Cut", cut, whole)
+	}
+
+	srv = serve(t, newHandler(blockingBackend{}, blockrpc.WithObserver(obs)))
+	if r := ask(srv, false); !r.Cut {
+		t.Errorf("a client gone while the backend worked: not observed Cut: %+v", r)
 	}
 }
 

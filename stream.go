@@ -34,11 +34,15 @@ type answerWriter struct {
 	written      int64   // body bytes written
 	errors       int     // error answers, for the observer
 	err          error   // the first failed write: the client is gone
-	streaming    bool
-	zip          *gzip.Writer // when streaming compressed
-	zipped       bytes.Buffer // the compressed bytes of one chunk
-	slot         bool         // holds one of the handler's batch slots
-	shared       sharedResult // a cached result the single answer refers to
+	// leftBefore is whether the client had gone away (its request
+	// cancelled) as the last write began: a client that reads its whole
+	// answer and then closes cancels the request only after that write.
+	leftBefore bool
+	streaming  bool
+	zip        *gzip.Writer // when streaming compressed
+	zipped     bytes.Buffer // the compressed bytes of one chunk
+	slot       bool         // holds one of the handler's batch slots
+	shared     sharedResult // a cached result the single answer refers to
 }
 
 // answerWriters are pooled: one serves every request, and its gzip stream
@@ -201,6 +205,7 @@ func (a *answerWriter) writeWhole(out []byte) {
 	header := a.w.Header()
 	header["Content-Type"] = jsonContentType
 	if len(out) == 0 {
+		a.noteLeft()
 		a.status = http.StatusOK
 		a.w.WriteHeader(http.StatusOK)
 		return
@@ -262,6 +267,11 @@ func (a *answerWriter) send(status int, body []byte) {
 	a.writeBody(body)
 }
 
+// noteLeft notes, as a write begins, whether the client has gone away.
+func (a *answerWriter) noteLeft() {
+	a.leftBefore = errors.Is(a.r.Context().Err(), context.Canceled)
+}
+
 // writeBody writes to the client, counting the bytes waiting to be written
 // against the handler's total. The batch slot is let go first, whether the
 // answer is streamed or sent whole: a client that reads slowly, or not at
@@ -271,6 +281,7 @@ func (a *answerWriter) writeBody(data []byte) {
 	if a.err != nil || len(data) == 0 {
 		return
 	}
+	a.noteLeft()
 	a.h.pending.Add(int64(len(data)))
 	n, err := a.w.Write(data)
 	a.h.pending.Add(-int64(len(data)))
