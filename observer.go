@@ -2,6 +2,7 @@ package blockrpc
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -138,7 +139,8 @@ func (o observedLender) LendBlockByHash(ctx context.Context, hash backend.Hash, 
 }
 
 // lend reports the backend's part of a loan: the time until it lends the
-// block, and its own error, not one of f's that it passes on.
+// block, and its own error, not one of f's that it passes on, but for the
+// failures of the lent transactions' decoder, which are the backend's.
 func (o observedLender) lend(ctx context.Context, method string, f lender, lend func(lender) error) error {
 	start := time.Now()
 	var took time.Duration
@@ -155,6 +157,9 @@ func (o observedLender) lend(ctx context.Context, method string, f lender, lend 
 		took = time.Since(start)
 	case err == ferr:
 		berr = nil
+		if be := (*backendError)(nil); errors.As(ferr, &be) {
+			berr = be.err
+		}
 	}
 	o.observer.Backend(ctx, BackendInfo{Method: method, Duration: took, Err: berr})
 	return err

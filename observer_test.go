@@ -114,6 +114,41 @@ func TestObservedBackendLends(t *testing.T) {
 	}
 }
 
+var errDecode = errors.New("disk failed while decoding a transaction")
+
+// failingDecoder is a lent block's transactions on a disk that fails.
+type failingDecoder struct{}
+
+func (failingDecoder) DecodeNext(*backend.Transaction) (bool, error) { return false, errDecode }
+
+// decoderFailingLender lends its blocks with their transactions in a
+// failingDecoder: a store whose disk fails while the answer is written.
+type decoderFailingLender struct{ *memstore.Store }
+
+func (l decoderFailingLender) LendBlockByNumber(ctx context.Context, n backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return l.Store.LendBlockByNumber(ctx, n, func(b *backend.Block, _ backend.TransactionDecoder) error {
+		lent := *b
+		if b.Transactions != nil {
+			lent.TransactionHashes, lent.Transactions = backend.TransactionHashes(b.Transactions), nil
+		}
+		return f(&lent, failingDecoder{})
+	})
+}
+
+// TestObserverBackendFailsWhileLent has a lent block's transactions fail
+// to decode as the answer is written: the client gets "backend failure",
+// and the observer is told the backend failed, with its error.
+func TestObserverBackendFailsWhileLent(t *testing.T) {
+	var seen []blockrpc.BackendInfo
+	obs := &blockrpc.Observer{Backend: func(_ context.Context, b blockrpc.BackendInfo) { seen = append(seen, b) }}
+	h := newHandler(decoderFailingLender{newTestChain(t).store}, blockrpc.WithObserver(obs), blockrpc.WithAnswerCache(0))
+	rec := serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1",true]`)))
+	checkError(t, parseAnswer(t, rec.Body.Bytes()), -32000, "backend failure")
+	if len(seen) != 1 || !errors.Is(seen[0].Err, errDecode) {
+		t.Errorf("the observer saw %+v, want one BlockByNumber that failed with %q", seen, errDecode)
+	}
+}
+
 // statusRecorder is the usual logging middleware's ResponseWriter: it
 // embeds the writer to note the status, and neither flushes nor unwraps.
 type statusRecorder struct {
