@@ -178,8 +178,9 @@ var (
 	// longer be laid out as it reads them: a Reader of their version
 	// serves them.
 	ErrMigrated = errors.New("pgstore: the tables were migrated to another version while this reader ran")
-	// ErrClosed is returned by a Writer's writes after its Close, and by
-	// an Importer's after its own.
+	// ErrClosed is returned by a Writer's writes after its Close, by an
+	// Importer's after its own, and by the reads of a Reader or a Writer
+	// after its Close, or under way as it closes.
 	ErrClosed = errors.New("pgstore: closed")
 )
 
@@ -191,11 +192,27 @@ var maxConnsSetting = regexp.MustCompile(`(^|[?&\s])pool_max_conns\s*=`)
 // size: pgxpool.ParseConfig takes pool_max_conns out of what it parses.
 func givesMaxConns(connString string) bool { return maxConnsSetting.MatchString(connString) }
 
-// openPool connects to url with the options' schema and pool size.
-func openPool(ctx context.Context, url string, o *Options, params map[string]string) (*pgxpool.Pool, error) {
+// poolSpec is what the pools of Readers and Writers differ in.
+type poolSpec struct {
+	// params are settings of the pool's sessions.
+	params map[string]string
+	// cancelGrace is how long a statement whose context ended is given to
+	// be cancelled by the server before its connection is closed.
+	cancelGrace time.Duration
+}
+
+// Reader's pool: a read holds no lock on the server that a cancel would
+// let go, so that a statement whose context ended on a server that does
+// not answer (a partition) need not hold its caller long past the
+// deadline the caller set.
+var readerPool = poolSpec{cancelGrace: 250 * time.Millisecond}
+
+// openPool connects to url with the options' schema and pool size, and
+// returns the pool and its connections in use.
+func openPool(ctx context.Context, url string, o *Options, spec poolSpec) (*pgxpool.Pool, *busyConns, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, nil, fmt.Errorf("pgstore: %w", err)
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
@@ -210,20 +227,26 @@ func openPool(ctx context.Context, url string, o *Options, params map[string]str
 	// them), rather than left running on a connection pgx closes, until
 	// the server notices; the deadline is the fallback should the server
 	// not answer the cancel.
+	grace := spec.cancelGrace
+	if grace == 0 {
+		grace = 5 * time.Second
+	}
 	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: grace}
 	}
 	if _, given := cfg.ConnConfig.RuntimeParams["application_name"]; !given {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "blockrpc-pgstore"
 	}
-	maps.Copy(cfg.ConnConfig.RuntimeParams, params)
+	maps.Copy(cfg.ConnConfig.RuntimeParams, spec.params)
+	busy := new(busyConns)
+	busy.track(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, nil, fmt.Errorf("pgstore: %w", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, nil, fmt.Errorf("pgstore: %w", err)
 	}
-	return pool, nil
+	return pool, busy, nil
 }

@@ -25,10 +25,14 @@ var (
 // Reader serves a chain that a Writer keeps in PostgreSQL. It is safe for
 // concurrent use. What it returns is shared and must not be modified.
 type Reader struct {
-	pool   *pgxpool.Pool
-	opts   Options
-	cache  *cache
-	schema int // the version of the tables it reads
+	pool *pgxpool.Pool
+	// busy are the pool's connections in use, which Close interrupts;
+	// closing is set as it begins.
+	busy    *busyConns
+	closing atomic.Bool
+	opts    Options
+	cache   *cache
+	schema  int // the version of the tables it reads
 	// head is what the last poll read of the head row (for a Writer, what
 	// its last write left).
 	head atomic.Pointer[headState]
@@ -86,7 +90,7 @@ type tag struct {
 // exist: ErrNoSchema means no writer has created them yet.
 func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
-	pool, err := openPool(ctx, url, &o, nil)
+	pool, busy, err := openPool(ctx, url, &o, readerPool)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +99,7 @@ func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error)
 		return nil, err
 	}
 	r := &Reader{}
-	r.init(pool, o, SchemaVersion())
+	r.init(pool, busy, o, SchemaVersion())
 	if err := r.Refresh(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -121,14 +125,18 @@ func (r *Reader) stopPolling() {
 	}
 }
 
-func (r *Reader) init(pool *pgxpool.Pool, o Options, schema int) {
-	r.pool, r.opts, r.cache, r.schema = pool, o, newCache(o.CacheBytes), schema
+func (r *Reader) init(pool *pgxpool.Pool, busy *busyConns, o Options, schema int) {
+	r.pool, r.busy, r.opts, r.cache, r.schema = pool, busy, o, newCache(o.CacheBytes), schema
 	r.polling = make(chan struct{}, 1)
 	r.head.Store(&headState{})
 }
 
-// Close stops the polling and closes the connections.
+// Close stops the polling and closes the connections. Reads under way end
+// with ErrClosed, as do reads after Close. On a server that does not
+// answer, Close can take 15 s, pgx's bound on closing a connection.
 func (r *Reader) Close() {
+	r.closing.Store(true)
+	r.busy.interrupt()
 	r.stopPolling()
 	r.pool.Close()
 }
@@ -319,6 +327,9 @@ func (r *Reader) state(ctx context.Context) (*headState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if r.closing.Load() {
+		return nil, ErrClosed
+	}
 	st := r.head.Load()
 	if st.migrated != nil {
 		return nil, st.migrated
@@ -456,7 +467,7 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	case errors.Is(err, pgx.ErrNoRows), behind:
 		return nil, false, fmt.Errorf("pgstore: block %d: the server read is behind the head row polled (version %d): a standby further behind", n, st.version)
 	case err != nil:
-		return nil, false, readError(ctx, err)
+		return nil, false, r.readError(ctx, err)
 	case hash != nil && body == nil:
 		return nil, false, fmt.Errorf("pgstore: block %d: its canonical row names block %x, which has no row: rows deleted", n, hash)
 	case hash == nil:
@@ -511,7 +522,7 @@ func (r *Reader) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.B
 	var td, body []byte
 	err := r.pool.QueryRow(ctx, `SELECT td, body FROM blocks WHERE hash = $1`, hash[:]).Scan(&td, &body)
 	if err != nil {
-		return nil, readError(ctx, err)
+		return nil, r.readError(ctx, err)
 	}
 	return r.decodeBlock(hash, td, body)
 }
@@ -550,7 +561,7 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 	var td, header []byte
 	err := r.pool.QueryRow(ctx, `SELECT td, header FROM uncles WHERE block_hash = $1 AND idx = $2`, hash[:], int32(index)).Scan(&td, &header)
 	if err != nil {
-		return nil, readError(ctx, err)
+		return nil, r.readError(ctx, err)
 	}
 	u, err := decodeUncle(header)
 	if err != nil {
@@ -567,10 +578,12 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 
 // readError turns no row into backend.ErrNotFound, and keeps the context's
 // error recognisable.
-func readError(ctx context.Context, err error) error {
+func (r *Reader) readError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return backend.ErrNotFound
+	case r.closing.Load():
+		return ErrClosed
 	case ctx.Err() != nil:
 		return fmt.Errorf("pgstore: %w (%v)", ctx.Err(), err)
 	}

@@ -60,14 +60,14 @@ func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set)
 	// ends the session, idle in its transaction, once the lease would
 	// have run out, rather than when TCP gives up on the connection
 	// (hours), and another writer can take the lease over.
-	pool, err := openPool(ctx, url, &o, map[string]string{
+	pool, busy, err := openPool(ctx, url, &o, poolSpec{params: map[string]string{
 		"idle_in_transaction_session_timeout": strconv.FormatInt(serverMillis(o.LeaseTTL), 10),
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
-	w.Reader.init(pool, o, set.Version())
+	w.Reader.init(pool, busy, o, set.Version())
 	if err := w.takeLease(ctx, set); err != nil {
 		pool.Close()
 		return nil, err
@@ -269,11 +269,12 @@ func (w *Writer) release() {
 
 // Close stops the writer, and a write or an Importer's vacuum under way
 // (rolled back, cancelled on the server), releases its lease and closes
-// the connections. Writes after Close fail with ErrClosed.
+// the connections. Reads and writes after Close fail with ErrClosed.
 func (w *Writer) Close() error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	w.Reader.closing.Store(true)
 	// Then a write under way ends, even one that waits on the server for
 	// a table lock, and the writes that wait for it find w closed. The
 	// lease is given up once it has ended: the write lock is free then.
@@ -285,6 +286,7 @@ func (w *Writer) Close() error {
 	w.Reader.stopPolling()
 	w.vacuums.Wait()
 	w.release()
+	w.busy.interrupt()
 	w.pool.Close()
 	return nil
 }
