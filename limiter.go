@@ -178,8 +178,12 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []b
 	if body[0] == '[' {
 		*out = h.refuseBatch(body, *out, code, message)
 	} else {
+		// The call's own answer, as a batch's calls refused one by one
+		// are told of.
 		q, _, _ := classify(body)
+		mark := len(*out)
 		*out = appendError(*out, echoedID(q), code, message)
+		h.observeCall(ctx, body, (*out)[mark:], time.Now(), 0)
 	}
 	return false
 }

@@ -252,6 +252,26 @@ func TestObserverPreflightIsNoError(t *testing.T) {
 	}
 }
 
+// TestObserverCallForLimitedCall checks that Observer.Call hears of a
+// call refused by the rate limiter, which is answered as the call.
+func TestObserverCallForLimitedCall(t *testing.T) {
+	calls := make(chan blockrpc.CallInfo, 2)
+	obs := &blockrpc.Observer{Call: func(_ context.Context, c blockrpc.CallInfo) { calls <- c }}
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithObserver(obs),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1}))
+	for _, want := range []int{0, -32005} {
+		post(t, srv, rpcRequest("eth_blockNumber", `[]`))
+		select {
+		case c := <-calls:
+			if c.Code != want || c.Method != "eth_blockNumber" {
+				t.Errorf("Observer.Call told of %+v, want eth_blockNumber with code %d", c, want)
+			}
+		default:
+			t.Errorf("Observer.Call not told of the call answered with code %d", want)
+		}
+	}
+}
+
 // TestObserverCallForRefusedBatchCalls checks that Observer.Call hears of
 // the calls of a batch answered without being run ("response too large").
 func TestObserverCallForRefusedBatchCalls(t *testing.T) {
