@@ -59,31 +59,33 @@ func WithLimiter(l Limiter, byDefault Limit) Option {
 }
 
 // RateLimiter is a Limiter of this process alone: a token bucket per key.
-// Buckets of keys that have not been seen for a while, and have refilled
-// since, are let go, so that its memory follows the keys in use. Its zero
-// value is ready to use.
+// Buckets that have refilled are let go, a full bucket being what a key
+// not seen before gets, so that its memory follows the keys in use, even
+// where every request may bring a key of its own (AnyKey). Its zero value
+// is ready to use.
 type RateLimiter struct {
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	buckets map[string]*rate.Limiter
+	// The buckets are looked over every sweepEvery, and whenever they
+	// have grown to sweepAt.
 	swept   time.Time
+	sweepAt int
 }
 
-type bucket struct {
-	limiter *rate.Limiter
-	used    time.Time
-}
+const (
+	sweepEvery = 10 * time.Minute
+	// minSweepAt is the fewest buckets that make a sweep before its time:
+	// past it, a sweep comes when the buckets kept by the last have
+	// doubled, so that sweeping costs a constant time a new key.
+	minSweepAt = 1024
+)
 
-// idleBucket is how long a bucket is kept unused at least, and how often
-// the buckets are looked over.
-const idleBucket = 10 * time.Minute
-
-// idle reports whether b may be let go: unused for idleBucket, and full
-// again. A bucket let go before it refilled (a limit of an hour a call,
-// or a burst that takes longer than idleBucket to earn back) would hand
-// its key a whole burst it had not earned.
-func (b *bucket) idle(now time.Time) bool {
-	return now.Sub(b.used) > idleBucket &&
-		(b.limiter.Limit() == rate.Inf || b.limiter.TokensAt(now) >= float64(b.limiter.Burst()))
+// full reports whether a bucket may be let go: full again. A bucket let go
+// before it refilled (a limit of an hour a call, or a burst that takes
+// longer than sweepEvery to earn back) would hand its key a whole burst it
+// had not earned.
+func full(b *rate.Limiter, now time.Time) bool {
+	return b.Limit() == rate.Inf || b.TokensAt(now) >= float64(b.Burst())
 }
 
 // NewRateLimiter returns an empty RateLimiter.
@@ -94,8 +96,7 @@ func (l *RateLimiter) Allow(_ context.Context, id string, limit Limit, calls int
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucketOf(id, limit, now)
-	r := b.limiter.ReserveN(now, calls)
+	r := l.bucketOf(id, limit, now).ReserveN(now, calls)
 	if !r.OK() {
 		return false, 0, nil
 	}
@@ -110,31 +111,30 @@ func (l *RateLimiter) Allow(_ context.Context, id string, limit Limit, calls int
 }
 
 // bucketOf returns the key's bucket, at the key's current limit.
-func (l *RateLimiter) bucketOf(id string, limit Limit, now time.Time) *bucket {
-	if now.Sub(l.swept) > idleBucket {
+func (l *RateLimiter) bucketOf(id string, limit Limit, now time.Time) *rate.Limiter {
+	if now.Sub(l.swept) > sweepEvery || len(l.buckets) >= max(l.sweepAt, minSweepAt) {
 		for k, b := range l.buckets {
-			if b.idle(now) {
+			if full(b, now) {
 				delete(l.buckets, k)
 			}
 		}
-		l.swept = now
+		l.swept, l.sweepAt = now, 2*len(l.buckets)
 	}
 	if l.buckets == nil {
-		l.buckets = make(map[string]*bucket)
+		l.buckets = make(map[string]*rate.Limiter)
 	}
 	every := rate.Limit(limit.Rate)
 	if math.IsInf(limit.Rate, 1) {
 		every = rate.Inf
 	}
 	b, ok := l.buckets[id]
-	if !ok || b.limiter.Limit() != every || b.limiter.Burst() != limit.Burst {
+	if !ok || b.Limit() != every || b.Burst() != limit.Burst {
 		// A key's limit that changed while it is in use starts afresh,
 		// with its whole burst, as the operator who set it expects: a
 		// bucket carried over from no limit at all would hold nothing.
-		b = &bucket{limiter: rate.NewLimiter(every, limit.Burst)}
+		b = rate.NewLimiter(every, limit.Burst)
 		l.buckets[id] = b
 	}
-	b.used = now
 	return b
 }
 
