@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -134,6 +135,25 @@ func TestBackendTimeout(t *testing.T) {
 		checkError(t, parseAnswer(t, serveBody(h, []byte(latestBlock)).Body.Bytes()), -32000, "backend failure")
 		if !strings.Contains(log.String(), "backend failure") {
 			t.Errorf("the backend's timeout is not logged:\n%s", log.String())
+		}
+	})
+	t.Run("body slower than the deadline", func(t *testing.T) {
+		// The deadline ends the read of a body that comes too slowly, as
+		// the server's ReadTimeout would.
+		srv := serve(t, withDeadline(h, 200*time.Millisecond))
+		body, sent := io.Pipe()
+		go func() {
+			sent.Write([]byte(latestBlock[:10]))
+			time.Sleep(3 * time.Second)
+			sent.Write([]byte(latestBlock[10:]))
+			sent.Close()
+		}()
+		req := newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, "", "Content-Type", "application/json")
+		req.Body, req.GetBody, req.ContentLength = body, nil, int64(len(latestBlock))
+		start := time.Now()
+		resp, out := send(t, req)
+		if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || took > 2*time.Second {
+			t.Errorf("status %d after %v, want 408 at the deadline (200ms): %s", resp.StatusCode, took.Round(time.Millisecond), out)
 		}
 	})
 	t.Run("deadline already passed", func(t *testing.T) {

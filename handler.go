@@ -216,7 +216,14 @@ const maxPresize = 64 << 10
 // in one run), so the standard library's is used. The
 // declared length sizes the buffer only up to maxPresize, since the client
 // says it, so the buffer grows with what actually arrives.
+//
+// A deadline on the request's context ends the read too, as a read
+// deadline set when it passes: it can only bring the server's forward.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+	if _, ok := r.Context().Deadline(); ok {
+		rc := http.NewResponseController(w)
+		defer context.AfterFunc(r.Context(), func() { rc.SetReadDeadline(time.Now()) })()
+	}
 	body := r.Body
 	if h.cfg.bodyLimit > 0 {
 		body = http.MaxBytesReader(w, body, h.cfg.bodyLimit)
