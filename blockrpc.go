@@ -13,9 +13,11 @@
 // block objects without transactions, and the pending block hides its hash,
 // nonce, logsBloom and number.
 //
-// The typed methods share one convention: a lookup that finds nothing
-// returns a nil result and a nil error, as its JSON-RPC answer is null. An
-// error is a failure, never "not found".
+// The block and uncle lookups share one convention: a lookup that finds
+// nothing returns a nil result and a nil error, as its JSON-RPC answer is
+// null. An error is a failure, never "not found". BlockNumber and ChainID,
+// whose answers are errors when there is nothing to give, return
+// ErrNoBlocks and ErrChainIDUnknown.
 //
 // The memstore package is a ready Backend: an in-memory chain that loads
 // JSONL dumps, for serving small chains and for tests.

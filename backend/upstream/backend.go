@@ -25,7 +25,8 @@ type Config struct {
 	// PollInterval is how often the head tracker asks each endpoint for its
 	// latest, safe and finalized blocks; 0 means 2 s, which suits a chain
 	// of 12 s blocks, and Open refuses less than a millisecond. A tag is
-	// never served older than one poll.
+	// the one the last poll read; once no endpoint has answered for two
+	// polls and a Timeout, tags fail rather than name a stale head.
 	PollInterval time.Duration
 	// Timeout bounds each request to an endpoint, within the deadline of
 	// the request being answered; 0 means 5 s. A request that times out

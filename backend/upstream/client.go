@@ -48,6 +48,7 @@ type RPCError struct {
 	Message string `json:"message"`
 }
 
+// Error gives the code and the message.
 func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
 
 // StatusError is an HTTP answer other than 200 OK. RetryAfter is what a
@@ -62,6 +63,7 @@ type StatusError struct {
 	Reason     string
 }
 
+// Error gives the status, the reason quoted, and the wait asked for.
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("HTTP %d", e.Status)
 	if e.Reason != "" {

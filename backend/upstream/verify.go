@@ -26,10 +26,12 @@ type VerifyError struct {
 	Err      error  // a *backend.MismatchError or *backend.FieldError, mostly
 }
 
+// Error names the endpoint, the block and what did not verify.
 func (e *VerifyError) Error() string {
 	return fmt.Sprintf("upstream %s: block %s does not verify: %v", e.Endpoint, e.Block, e.Err)
 }
 
+// Unwrap returns Err, for errors.As to find the mismatch.
 func (e *VerifyError) Unwrap() error { return e.Err }
 
 // errNoBodies is for an answer with transaction hashes where objects were
