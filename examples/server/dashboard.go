@@ -497,10 +497,12 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request, who actor) {
 	writeJSON(w, http.StatusOK, toJSON(k))
 }
 
-// audit logs a change by its key's id and what changed, and applies it in
-// this process at once: the others read it within their refresh interval.
+// audit logs a change by its key's id in the store (the dashboard's), its
+// key_id (the access log's: the first 4 bytes of its SHA-256) and what
+// changed, and applies it in this process at once: the others read it
+// within their refresh interval.
 func (d *dashboard) audit(ctx context.Context, who actor, action string, k keystore.Key, changed ...any) {
-	d.log.Info("admin: "+action, append([]any{"key_id", k.ID, "by", string(who)}, changed...)...)
+	d.log.Info("admin: "+action, append([]any{"id", k.ID, "key_id", k.Digest.String()[:8], "by", string(who)}, changed...)...)
 	// The change is made: it applies here whether or not the client waits
 	// for the answer.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

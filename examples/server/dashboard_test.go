@@ -237,7 +237,9 @@ func TestDashboardAPI(t *testing.T) {
 	if strings.Contains(logged, secret) || strings.Contains(logged, testAdminToken) {
 		t.Error("the log holds a key or the admin token")
 	}
-	for _, line := range []string{"msg=\"admin: create\" key_id=" + created.ID, "msg=\"admin: update\" key_id=" + created.ID, "msg=\"admin: revoke\" key_id=" + created.ID} {
+	// Named as the page and the access log name the key.
+	ids := " id=" + created.ID + " key_id=" + sha256Prefix(secret)
+	for _, line := range []string{"msg=\"admin: create\"" + ids, "msg=\"admin: update\"" + ids, "msg=\"admin: revoke\"" + ids} {
 		if !strings.Contains(logged, line) {
 			t.Errorf("no audit line %q in the log:\n%s", line, logged)
 		}
