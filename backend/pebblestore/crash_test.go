@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -161,6 +163,58 @@ func TestCrash(t *testing.T) {
 	backendtest.TestBackend(t, s, ref, hashes...)
 	t.Logf("%d processes killed at random points of %d writes (seed %d); heads after each: %v", killed, total, seed, heads)
 
+}
+
+// holdEnv names the directory a child process of TestOpenHeldElsewhere
+// holds a store open in.
+const holdEnv = "PEBBLESTORE_HOLD_DIR"
+
+// TestOpenHeldElsewhere opens a store that another process has open: the
+// error says so.
+func TestOpenHeldElsewhere(t *testing.T) {
+	if dir := os.Getenv(holdEnv); dir != "" {
+		s, err := Open(dir, nil)
+		if err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		fmt.Println("open")
+		io.Copy(io.Discard, os.Stdin) // until the parent is done
+		s.Close()
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(exe, "-test.run=^TestOpenHeldElsewhere$", "-test.count=1")
+	cmd.Env = append(os.Environ(), holdEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "open\n" {
+		t.Fatalf("the child did not open the store: %q", line)
+	}
+	s, err := Open(dir, nil)
+	if err == nil {
+		s.Close()
+		t.Fatal("a store open in another process was opened again")
+	}
+	if want := dir + " is open in another process"; !strings.Contains(err.Error(), want) {
+		t.Errorf("Open = %v, want an error that says %q", err, want)
+	}
 }
 
 // runChild runs the workload in a child process on dir and kills it

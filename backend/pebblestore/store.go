@@ -90,6 +90,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
@@ -213,7 +214,8 @@ type state struct {
 
 // Open opens the store in dir, creating it when dir holds none. A
 // directory that holds another Pebble database, or a store of another
-// schema version, is refused. Only one process can have a store open.
+// schema version, is refused. Only one process can have a store open: Open
+// in another says the store is open elsewhere.
 func Open(dir string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -257,6 +259,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
+	if errors.Is(err, syscall.EAGAIN) {
+		// The directory's lock, which the system says no more of.
+		return nil, fmt.Errorf("pebblestore: %s is open in another process: %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
 	}
