@@ -18,7 +18,7 @@
 //	http_responses_cut_total                   answers the client did not get whole
 //	batch_calls                                the number of calls in each batch (histogram)
 //	backend_call_duration_seconds{method}      how long Backend calls took (histogram)
-//	backend_errors_total{method}               Backend calls that failed (not-found and canceled calls are not failures)
+//	backend_errors_total{method}               Backend calls that failed (not-found, canceled and timed-out requests are not failures)
 //	answer_cache_hits_total                    answer-cache lookups that found the answer
 //	answer_cache_misses_total                  answer-cache lookups that did not
 //
@@ -137,7 +137,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"method"}),
 		backendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "blockrpc_backend_errors_total",
-			Help: "Calls of the Backend that failed, by Backend method; not found is not a failure, nor is a call the client canceled.",
+			Help: "Calls of the Backend that failed, by Backend method; not found is not a failure, nor is a call the client canceled or that ran out of the request's time.",
 		}, []string{"method"}),
 		cacheHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "blockrpc_answer_cache_hits_total",
@@ -213,12 +213,17 @@ func (m *Metrics) observeRequest(_ context.Context, r blockrpc.RequestInfo) {
 	}
 }
 
-func (m *Metrics) observeBackend(_ context.Context, b blockrpc.BackendInfo) {
+func (m *Metrics) observeBackend(ctx context.Context, b blockrpc.BackendInfo) {
 	m.backendDuration.WithLabelValues(b.Method).Observe(b.Duration.Seconds())
 	// A block that does not exist is an answer (null), and a client that
-	// went away says nothing of the backend's health: counting either
-	// would page someone for nothing.
-	if b.Err != nil && !errors.Is(b.Err, backend.ErrNotFound) && !errors.Is(b.Err, context.Canceled) {
+	// went away, or the request's own deadline (answered as a timeout, as
+	// the handler tells it from a deadline of the backend's), says
+	// nothing of the backend's health: counting either would page
+	// someone for nothing.
+	switch {
+	case b.Err == nil, errors.Is(b.Err, backend.ErrNotFound), errors.Is(b.Err, context.Canceled):
+	case errors.Is(b.Err, context.DeadlineExceeded) && ctx.Err() != nil:
+	default:
 		m.backendErrors.WithLabelValues(b.Method).Inc()
 	}
 }

@@ -3,11 +3,13 @@ package blockrpcprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockrpc/blockrpc"
 	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
@@ -156,6 +158,20 @@ func TestMetricsOfBackendErrors(t *testing.T) {
 	}
 	if got := value(t, reg, "blockrpc_calls_total", "method", "eth_blockNumber", "code", "-32000"); got != 1 {
 		t.Errorf("eth_blockNumber calls with code -32000 = %v, want 1", got)
+	}
+
+	// A deadline: the request's own is a timeout, the backend's (with
+	// the request's time left) its failure.
+	ended, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	observe := m.Observer().Backend
+	observe(ended, blockrpc.BackendInfo{Method: "BlockByHash", Err: context.DeadlineExceeded})
+	if got := value(t, reg, "blockrpc_backend_errors_total", "method", "BlockByHash"); got != 0 {
+		t.Errorf("backend errors of BlockByHash = %v after the request's own deadline, want 0", got)
+	}
+	observe(context.Background(), blockrpc.BackendInfo{Method: "BlockByHash", Err: fmt.Errorf("query: %w", context.DeadlineExceeded)})
+	if got := value(t, reg, "blockrpc_backend_errors_total", "method", "BlockByHash"); got != 1 {
+		t.Errorf("backend errors of BlockByHash = %v after a deadline of the backend's own, want 1", got)
 	}
 }
 
