@@ -17,7 +17,8 @@ import (
 
 // Limit is a rate of calls: Rate calls a second on average, and up to Burst
 // at once. A zero Limit allows nothing; Rate set to math.Inf(1) allows
-// everything.
+// everything. A negative or NaN Rate, or a negative Burst, is refused: the
+// handler answers 503 and logs it, as it does for a failing limiter.
 type Limit struct {
 	Rate  float64
 	Burst int
@@ -202,6 +203,11 @@ func (h *Handler) limit(ctx context.Context, c caller, calls int) (limit Limit, 
 		if own, found := kl.KeyLimit(ctx, c.key); found {
 			limit = own
 		}
+	}
+	if math.IsNaN(limit.Rate) || limit.Rate < 0 || limit.Burst < 0 {
+		// A limiter may take such a limit for none at all (x/time's
+		// does, for a NaN rate): it is a mistake in the limits, refused.
+		return limit, false, 0, fmt.Errorf("invalid limit of key %s: rate %v, burst %d", c.digest[:8], limit.Rate, limit.Burst)
 	}
 	ok, retryAfter, err = h.cfg.limiter.Allow(ctx, c.digest, limit, calls)
 	return limit, ok, retryAfter, err

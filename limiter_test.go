@@ -164,6 +164,37 @@ func TestKeysOwnLimits(t *testing.T) {
 	}
 }
 
+// TestInvalidLimit gives keys limits that mean nothing: every request of
+// such a key is refused as when the limiter fails, and logged, where
+// x/time's limiter would have taken a NaN rate for no limit at all.
+func TestInvalidLimit(t *testing.T) {
+	c := newTestChain(t)
+	keys := blockrpc.NewKeySet()
+	invalid := map[string]blockrpc.Limit{
+		"nan":            {Rate: math.NaN(), Burst: 5},
+		"negative-rate":  {Rate: -1, Burst: 5},
+		"negative-burst": {Rate: 1, Burst: -1},
+	}
+	for key, l := range invalid {
+		keys.AddWithLimit(key, l)
+	}
+	var logs syncbuf.Buffer
+	srv := serve(t, blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(keys),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), slowly),
+		blockrpc.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	for key := range invalid {
+		for range 3 {
+			status, out := postTo(t, srv.URL+"/v3/"+key, latestBlock)
+			if status != http.StatusServiceUnavailable {
+				t.Fatalf("key %s: status %d (%s), want 503", key, status, out)
+			}
+		}
+	}
+	if !strings.Contains(logs.String(), "invalid limit") {
+		t.Errorf("the invalid limits are not in the log:\n%s", logs.String())
+	}
+}
+
 // failingLimiter fails, with the id it was given in its error.
 type failingLimiter struct{ seen *string }
 
