@@ -104,11 +104,16 @@ func TestCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The number of writes of the workload, to draw kill points from.
-	ref := memstore.New()
-	total := 0
-	hashes, err := crashWorkload(ref, func() { total++ })
+	// The writes of the workload, to draw kill points from and to make
+	// again on a copy of the store.
+	var writes recorder
+	hashes, err := crashWorkload(&writes, func() {})
 	if err != nil {
+		t.Fatal(err)
+	}
+	total := len(writes)
+	ref := memstore.New()
+	if err := writes.replay(ref, 0, total); err != nil {
 		t.Fatal(err)
 	}
 
@@ -117,13 +122,14 @@ func TestCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	const kills = 24
 	deadline := time.Now().Add(35 * time.Second)
-	killed, furthest, heads := 0, 0, []uint64{}
+	killed, furthest, heads, lost := 0, 0, []uint64{}, []int{}
 	for i := 0; i < kills && time.Now().Before(deadline); i++ {
 		if i > 0 && i%8 == 0 {
 			// A new store now and then, for kills in the first import
 			// rather than in runs that write again what is stored.
 			dir, furthest = t.TempDir(), 0
 		}
+		mirror := copyOf(t, dir, hashes) // the store as the run finds it
 		// Half the kills anywhere in the workload, half in the writes
 		// past those of the previous runs on the store: in new blocks.
 		at := 1 + rng.IntN(total)
@@ -142,13 +148,22 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("reopening after kill %d (after write %d): %v", i, ops, err)
 		}
 		head := checkConsistent(t, s)
+		if t.Failed() {
+			s.Close()
+			t.Fatalf("kill %d after write %d of %d (seed %d): the store is inconsistent", i, ops, total, seed)
+		}
+		// The store is as the run left it after one of its writes: the
+		// last that returned, the one under way, or one before them that
+		// the killed process had not yet handed to the system (Options).
+		m, err := writes.match(mirror, s, ops, hashes)
+		if err != nil {
+			s.Close()
+			t.Fatalf("kill %d after write %d of %d (seed %d): %v", i, ops, total, seed, err)
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if t.Failed() {
-			t.Fatalf("kill %d after write %d of %d (seed %d): the store is inconsistent", i, ops, total, seed)
-		}
-		heads = append(heads, head)
+		heads, lost = append(heads, head), append(lost, ops-m)
 	}
 	// A run to the end.
 	if _, done := runChild(t, exe, dir, total+1, 0); !done {
@@ -161,7 +176,7 @@ func TestCrash(t *testing.T) {
 	defer s.Close()
 	checkConsistent(t, s)
 	backendtest.TestBackend(t, s, ref, hashes...)
-	t.Logf("%d processes killed at random points of %d writes (seed %d); heads after each: %v", killed, total, seed, heads)
+	t.Logf("%d processes killed at random points of %d writes (seed %d); heads after each: %v; writes that had returned and were lost: %v", killed, total, seed, heads, lost)
 
 }
 
@@ -217,6 +232,144 @@ func TestOpenHeldElsewhere(t *testing.T) {
 	}
 }
 
+// A recorder records the writes given to it, to make them again on any
+// Writer.
+type recorder []func(backend.Writer) error
+
+func (r *recorder) add(f func(backend.Writer) error) error { *r = append(*r, f); return nil }
+
+func (r *recorder) AddBlock(b *backend.Block, u ...*backend.Uncle) error {
+	return r.add(func(w backend.Writer) error { return w.AddBlock(b, u...) })
+}
+
+func (r *recorder) AddSideBlock(b *backend.Block, u ...*backend.Uncle) error {
+	return r.add(func(w backend.Writer) error { return w.AddSideBlock(b, u...) })
+}
+
+func (r *recorder) SetPending(b *backend.Block) error {
+	return r.add(func(w backend.Writer) error { return w.SetPending(b) })
+}
+
+func (r *recorder) SetSafe(n uint64) error {
+	return r.add(func(w backend.Writer) error { return w.SetSafe(n) })
+}
+
+func (r *recorder) SetFinalized(n uint64) error {
+	return r.add(func(w backend.Writer) error { return w.SetFinalized(n) })
+}
+
+func (r *recorder) SetChainID(id uint64) error {
+	return r.add(func(w backend.Writer) error { return w.SetChainID(id) })
+}
+
+// replay makes writes from to to on w.
+func (r recorder) replay(w backend.Writer, from, to int) error {
+	for i, f := range r[from:to] {
+		if err := f(w); err != nil {
+			return fmt.Errorf("write %d: %w", from+i+1, err)
+		}
+	}
+	return nil
+}
+
+// match makes the writes of a run on mirror, a copy of the store as the
+// run found it, one at a time up to the one after ops (under way when the
+// run was killed), and returns the number of the last after which mirror
+// holds what s holds: the same tags and pending block, and of the blocks
+// of hashes, the same ones, canonical or not.
+func (r recorder) match(mirror backend.Writer, s *Store, ops int, hashes []backend.Hash) (int, error) {
+	m := mirror.(backend.Backend)
+	want, wantBlocks := summary(s), ""
+	found := -1
+	for i := 0; i <= min(ops+1, len(r)); i++ {
+		if i > 0 {
+			if err := r.replay(mirror, i-1, i); err != nil {
+				return 0, err
+			}
+		}
+		if summary(m) != want {
+			continue
+		}
+		if wantBlocks == "" {
+			wantBlocks = blocksHeld(s, hashes)
+		}
+		if blocksHeld(m, hashes) == wantBlocks {
+			found = i
+		}
+	}
+	if found < 0 {
+		return 0, fmt.Errorf("the store holds what none of the run's writes up to %d left: %s", ops+1, want)
+	}
+	return found, nil
+}
+
+// summary is what b's tags name: the latest block's hash, the earliest,
+// safe and finalized numbers, and the pending block's header.
+func summary(b backend.Backend) string {
+	ctx := context.Background()
+	var out strings.Builder
+	for _, tag := range []backend.BlockNumber{backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
+		blk, err := b.BlockByNumber(ctx, tag)
+		switch {
+		case err != nil:
+			fmt.Fprintf(&out, "%s: %v; ", tag, err)
+		case tag == backend.Pending:
+			fmt.Fprintf(&out, "%s: %s; ", tag, backend.HeaderHash(&blk.Header))
+		default:
+			fmt.Fprintf(&out, "%s: %d %s; ", tag, blk.Number, blk.Hash)
+		}
+	}
+	return out.String()
+}
+
+// blocksHeld says which blocks of hashes b holds, and which are canonical.
+func blocksHeld(b backend.Backend, hashes []backend.Hash) string {
+	ctx := context.Background()
+	held := make([]byte, len(hashes))
+	for i, h := range hashes {
+		blk, err := b.BlockByHash(ctx, h)
+		switch {
+		case err != nil:
+			held[i] = '-'
+		case canonicalAt(b, blk.Number) == h:
+			held[i] = 'c'
+		default:
+			held[i] = 's'
+		}
+	}
+	return string(held)
+}
+
+func canonicalAt(b backend.Backend, n uint64) backend.Hash {
+	blk, err := b.BlockByNumber(context.Background(), backend.BlockNumber(n))
+	if err != nil {
+		return backend.Hash{}
+	}
+	return blk.Hash
+}
+
+// copyOf copies the store in dir into a new memstore, with the blocks of
+// hashes it holds, its tags and its pending block.
+func copyOf(t *testing.T, dir string, hashes []backend.Hash) *memstore.Store {
+	t.Helper()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var held []backend.Hash
+	for _, h := range hashes {
+		if _, err := s.BlockByHash(context.Background(), h); err == nil {
+			held = append(held, h)
+		}
+	}
+	c := memstore.New()
+	if len(held) > 0 {
+		backendtest.TestCopy(t, c, s, held...)
+	}
+	return c
+}
+
 // runChild runs the workload in a child process on dir and kills it
 // (SIGKILL) after it reports write number at, and a pause. It returns the
 // writes the child reported and whether it ended on its own.
@@ -246,7 +399,10 @@ func runChild(t *testing.T, exe, dir string, at int, pause time.Duration) (int, 
 			break
 		}
 	}
-	for sc.Scan() { // to the end of the output: the child is gone
+	for sc.Scan() { // to the end of the output: the writes it did before it died
+		if n, err := strconv.Atoi(sc.Text()); err == nil {
+			ops = n
+		}
 	}
 	err = cmd.Wait()
 	var exit *exec.ExitError
