@@ -141,10 +141,16 @@ func (r *Reader) Close() {
 	r.pool.Close()
 }
 
+// pollWarnEvery is how often, at most, failing polls are logged while the
+// database cannot be read: a poll every half second would fill the log.
+const pollWarnEvery = time.Minute
+
 func (r *Reader) poll(ctx context.Context) {
 	defer close(r.done)
 	t := time.NewTicker(r.opts.PollInterval)
 	defer t.Stop()
+	var failingSince, warned time.Time
+	failed := 0 // since the last warning
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,8 +160,21 @@ func (r *Reader) poll(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, max(r.opts.PollInterval, 5*time.Second))
 		err := r.Refresh(pctx)
 		cancel()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrMigrated) { // Refresh logs that one once
-			r.opts.Logger.Warn("pgstore: polling the head row failed; serving the last head read", "err", err)
+		switch {
+		case ctx.Err() != nil, errors.Is(err, ErrMigrated): // Refresh logs that one once
+		case err != nil:
+			now := time.Now()
+			if failingSince.IsZero() {
+				failingSince = now
+			}
+			if failed++; now.Sub(warned) >= pollWarnEvery {
+				r.opts.Logger.Warn("pgstore: polling the head row failed; serving the last head read",
+					"err", err, "failed_polls", failed, "failing_for", now.Sub(failingSince).Round(time.Millisecond))
+				warned, failed = now, 0
+			}
+		case !failingSince.IsZero():
+			r.opts.Logger.Info("pgstore: polling the head row again", "failed_for", time.Since(failingSince).Round(time.Millisecond))
+			failingSince, warned, failed = time.Time{}, time.Time{}, 0
 		}
 	}
 }

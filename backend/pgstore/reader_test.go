@@ -246,6 +246,39 @@ func TestReaderOverPartition(t *testing.T) {
 	}
 }
 
+// TestReaderPollFailsQuietly makes every poll fail at once for a while,
+// as a database that refuses them does: the failure is logged once, not at
+// each of the polls, and the end of it once.
+func TestReaderPollFailsQuietly(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	s.addMain(t, w, 3)
+	var log syncbuf.Buffer
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	db := pgtest.Connect(t, url)
+	head := pgx.Identifier{schema, "head"}.Sanitize()
+	if _, err := db.Exec(ctx, `ALTER TABLE `+head+` RENAME TO head_away`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // about 50 polls
+	if _, err := db.Exec(ctx, `ALTER TABLE `+pgx.Identifier{schema, "head_away"}.Sanitize()+` RENAME TO head`); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); !strings.Contains(log.String(), "polling the head row again"); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the polls succeed again, and it is not logged in 10 s:\n%s", log.String())
+		}
+	}
+	if n := strings.Count(log.String(), "polling the head row failed"); n != 1 {
+		t.Errorf("%d warnings of failed polls in 0.5 s, want 1:\n%s", n, log.String())
+	}
+}
+
 // TestReaderCorruptHash cuts the hash of a canonical block short in its
 // rows, as a hand-made change could: reading the block is an error, not a
 // panic, and the other blocks are served.
