@@ -103,8 +103,15 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 // endpoints as fast as they answer.
 const minPollInterval = time.Millisecond
 
-func open(ctx context.Context, cfg Config) (*Backend, error) {
-	b := &Backend{cfg: cfg, done: make(chan struct{})}
+func open(ctx context.Context, cfg Config) (b *Backend, err error) {
+	loop, stop := context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	b = &Backend{cfg: cfg, done: make(chan struct{}), stop: stop}
+	b.flight.life = loop
 	if cfg.CacheBytes > 0 {
 		b.cache = newBlockCache(cfg.CacheBytes)
 	}
@@ -121,8 +128,6 @@ func open(ctx context.Context, cfg Config) (*Backend, error) {
 	if err := b.poll(ctx); err != nil {
 		return nil, err
 	}
-	loop, stop := context.WithCancel(context.Background())
-	b.stop = stop
 	go b.track(loop)
 	return b, nil
 }
@@ -266,11 +271,12 @@ func (b *Backend) track(ctx context.Context) {
 	}
 }
 
-// Close stops the head tracker. The Backend answers from what it has
-// until then; it must not be used after.
+// Close stops the head tracker and ends the fetches under way. The
+// Backend answers from what it has until then; it must not be used after.
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
+	b.flight.running.Wait()
 	b.closeIdle()
 	return nil
 }

@@ -526,6 +526,48 @@ func TestCloseLetsConnectionsGo(t *testing.T) {
 	}
 }
 
+// TestCloseEndsAFetch closes the Backend while a fetch that a reader left
+// at its deadline still waits for a slow endpoint: Close ends it, no
+// request reaches the endpoint after Close, and no connection is left
+// open.
+func TestCloseEndsAFetch(t *testing.T) {
+	store := faultChain(t)
+	node := newFakeNode(t, store)
+	up, err := upstream.Open(context.Background(), upstream.Config{
+		Endpoints: []string{node.URL}, PollInterval: idle, Timeout: 2 * time.Second, Logger: discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closed atomic.Bool
+	var afterClose atomic.Int32
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if closed.Load() {
+			afterClose.Add(1)
+		}
+		if asksFor(r, "eth_getBlockByHash") {
+			time.Sleep(300 * time.Millisecond) // slow, within Timeout
+		}
+		return false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := up.BlockByHash(ctx, storeBlock(t, store, 5).Hash); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a read past its deadline: %v, want %v", err, context.DeadlineExceeded)
+	}
+	closed.Store(true)
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // longer than the fetch would have taken
+	if n := afterClose.Load(); n > 0 {
+		t.Errorf("%d requests reached the endpoint after Close", n)
+	}
+	if n := node.conns.Load(); n > 0 {
+		t.Errorf("%d connections of the closed Backend open 1 s after Close", n)
+	}
+}
+
 // TestOpenRefusesPollInterval gives Open poll intervals that cannot be
 // meant: negative, or a nanosecond (PollInterval: 1, for a second).
 func TestOpenRefusesPollInterval(t *testing.T) {

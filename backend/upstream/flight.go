@@ -16,6 +16,10 @@ import (
 type flightGroup struct {
 	mu    sync.Mutex
 	calls map[flightKey]*flight
+	// life ends the fetches under way as it ends (the Backend's Close),
+	// which then waits for them: running is the fetches under way.
+	life    context.Context
+	running sync.WaitGroup
 }
 
 // flightKey is what a fetch is shared by: its hash, and whether the hash is
@@ -50,9 +54,14 @@ func (g *flightGroup) do(ctx context.Context, key flightKey, fn func(context.Con
 	if !ok {
 		f = &flight{done: make(chan struct{})}
 		g.calls[key] = f
+		g.running.Add(1)
 		go func() {
+			defer g.running.Done()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flightTimeout)
 			defer cancel()
+			if g.life != nil {
+				defer context.AfterFunc(g.life, cancel)()
+			}
 			f.v, f.err = fn(fctx)
 			g.mu.Lock()
 			delete(g.calls, key)
