@@ -387,7 +387,10 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		// good.
 		only = func(ep *endpoint) bool { return ep == v.from || ep.finalizedIs(v.finalized) }
 	}
-	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false, only)
+	// A number at or below the head names a block the chain holds: an
+	// endpoint's null for it (a node that pruned it, or lags) is not
+	// believed, and the next is asked.
+	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), final, only)
 	if err != nil {
 		return nil, err
 	}

@@ -722,6 +722,95 @@ func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
 	}
 }
 
+// TestViewKeepsFinality has the tracker's endpoint finalize block 20 of
+// branch a, and a second endpoint, within MaxLag, follow branch b, which
+// left a at block 5. While the first fails its polls, the second's chain,
+// which does not hold block 20, never makes the view: latest stays branch
+// a's head until it goes stale, and block 10 stays a's.
+func TestViewKeepsFinality(t *testing.T) {
+	a := chaintest.New(chaintest.Config{Seed: 41})
+	a.AddBlocks(30, chaintest.Txs(1))
+	fork := a.Fork(5)
+	fork.AddBlocks(26, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("minority"))
+		chaintest.Txs(1)(i, g)
+	})
+	storeA := copyStore(t, a.Store(), nil)
+	if err := storeA.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	good, forked := newFakeNode(t, storeA), newFakeNode(t, copyBlocks(t, a.Store(), fork.Head()))
+	up := openUp(t, upstream.Config{PollInterval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}, good.URL, forked.URL)
+	ctx := context.Background()
+	head := storeBlock(t, storeA, backend.Latest)
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Hash != head.Hash {
+		t.Fatalf("latest: %v", err)
+	}
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if got, err := up.BlockByNumber(ctx, backend.Latest); err == nil && got.Hash != head.Hash {
+			t.Fatalf("latest is block %d (extraData %q), of the branch that left finalized block 20", got.Number, got.ExtraData)
+		}
+		if got, err := up.BlockByNumber(ctx, 10); err == nil && got.Hash != a.Block(10).Hash {
+			t.Fatalf("final block 10 is %s (extraData %q), the other branch's", got.Hash, got.ExtraData)
+		}
+	}
+}
+
+// TestViewNotFromFarBehind has the preferred endpoint at block 30 and a
+// second still syncing at block 10, further behind than MaxLag. While the
+// first misses polls, and the view is fresh, the second does not make the
+// view: latest does not go back, and block 25, served before, is not
+// denied on its word.
+func TestViewNotFromFarBehind(t *testing.T) {
+	a := chaintest.New(chaintest.Config{Seed: 42})
+	a.AddBlocks(30, chaintest.Txs(1))
+	good, lagging := newFakeNode(t, a.Store()), newFakeNode(t, prefixStore(t, a.Store(), 10))
+	const poll, timeout = 20 * time.Millisecond, 500 * time.Millisecond
+	up := openUp(t, upstream.Config{PollInterval: poll, Timeout: timeout, MaxLag: 3}, good.URL, lagging.URL)
+	ctx := context.Background()
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Number != 30 {
+		t.Fatalf("latest: %v", err)
+	}
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	time.Sleep(10 * poll) // polls the first misses, within 2 polls and a timeout
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err == nil && got.Number != 30 {
+		t.Errorf("latest went back from 30 to %d, the head of an endpoint 20 blocks behind", got.Number)
+	}
+	if _, err := up.BlockByNumber(ctx, 25); errors.Is(err, backend.ErrNotFound) {
+		t.Error("block 25, below the head seen, is denied on the word of an endpoint 20 blocks behind")
+	}
+}
+
+// TestFinalNumberNullFromOneEndpoint has the preferred endpoint answer
+// null for final block 10 (a node that pruned it): the next endpoint is
+// asked, and serves it.
+func TestFinalNumberNullFromOneEndpoint(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 41})
+	b.AddBlocks(30, chaintest.Txs(1))
+	store := b.Store()
+	if err := store.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	primary, secondary := newFakeNode(t, store), newFakeNode(t, store)
+	primary.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) == 2 && string(params[0]) == `"0xa"` {
+			return json.RawMessage("null")
+		}
+		return result
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, primary.URL, secondary.URL)
+	if got, err := up.BlockByNumber(context.Background(), 10); err != nil || got.Hash != b.Block(10).Hash {
+		t.Fatalf("final block 10, which the first endpoint denies: %v", err)
+	}
+}
+
 // TestNewlyFinalServedFromCache reads blocks 11 to 40 while the tracker
 // follows them (finalized 10), then moves finality to 30 and takes the
 // endpoint down: the blocks finalized since, cached, are served by number

@@ -78,6 +78,14 @@ func (e *endpoint) setHead(number uint64, finalized *ref) {
 	e.mu.Unlock()
 }
 
+// lastHead returns the number of its latest block at its last poll that
+// it answered, if any.
+func (e *endpoint) lastHead() (uint64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.head, e.headKnown
+}
+
 // finalizedIs reports whether the endpoint's finalized block at its last
 // poll was f.
 func (e *endpoint) finalizedIs(f *ref) bool {

@@ -214,10 +214,26 @@ func (b *Backend) poll(ctx context.Context) error {
 	// below its head. One whose chain does not leaves the view to the
 	// next, and its head counts for nothing: an endpoint that claims a
 	// head far above the others' cannot make them all lag.
+	// While the view is fresh, the heads of the endpoints that missed this
+	// poll count too, as far as the view's best: when those at the best
+	// head miss one, an endpoint far behind them (a node still syncing)
+	// would make a view that takes the head back and denies the blocks
+	// above its own. One that answers with a lower head (a reorganisation
+	// to a shorter chain) counts with that head.
+	var floor uint64
+	if old := b.view.Load(); old != nil && now.Sub(old.at) <= b.staleAfter() {
+		for i, r := range results {
+			if r.err != nil && r.err != errWrongChain {
+				if h, ok := b.eps[i].lastHead(); ok {
+					floor = max(floor, min(h, old.best))
+				}
+			}
+		}
+	}
 	var errs []error
 	tried := make([]bool, len(results))
 	for {
-		var best uint64
+		best := floor
 		for i, r := range results {
 			if r.err == nil && !tried[i] {
 				best = max(best, r.head.number)
@@ -241,6 +257,11 @@ func (b *Backend) poll(ctx context.Context) error {
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	for _, r := range results {
+		if r.err == nil {
+			return fmt.Errorf("upstream: no endpoint that answered is within %d blocks of the head of those that did not, %d", b.cfg.MaxLag, floor)
+		}
 	}
 	return fmt.Errorf("upstream: no endpoint answered its head")
 }
@@ -270,11 +291,22 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	if old != nil && old.finalized != nil && v.finalized != nil && old.finalized.number < v.low {
 		walkLow = max(old.finalized.number+1, v.finalized.number-min(v.finalized.number, maxTracked))
 	}
-	hashes, reorgDepth, err := b.walk(ctx, p.ep, old, p.head, walkLow)
+	if old != nil && old.finalized != nil && (v.finalized == nil || v.finalized.number < old.finalized.number) {
+		// Behind on finality (lagging, or a node that lost it): the view
+		// would take back what was final. Its next poll may do.
+		return fmt.Errorf("upstream %s: its finalized block is below block %d, finalized before", p.ep.name, old.finalized.number)
+	}
+	w, err := b.walk(ctx, p.ep, old, p.head, walkLow)
+	if err == nil {
+		if err = keepsFinality(old, v, w); err != nil {
+			err = &VerifyError{Endpoint: p.ep.name, Block: "latest", Err: err}
+		}
+	}
 	if err != nil {
 		b.endpointFailed(ctx, p.ep, "head", err, time.Now(), false)
 		return err
 	}
+	hashes, reorgDepth := w.hashes, w.replaced
 	if v.finalized != nil {
 		if h, ok := hashes[v.finalized.number]; ok && h != v.finalized.hash {
 			// The endpoint moved its head between the calls of one
@@ -298,6 +330,33 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	return nil
 }
 
+// keepsFinality checks that the chain a walk found, of a view finalized
+// at least as far as old, holds the block old had finalized: an endpoint
+// on a branch that left it (a node stuck on a minority fork, within
+// MaxLag) would otherwise make the view, and its blocks would be served by
+// number next to final ones of the other branch. The walk reaches the old
+// finalized block's child, unless finality jumped further than maxTracked
+// since (a long outage), which is taken as it is.
+func keepsFinality(old, v *view, w walked) error {
+	if old == nil || old.finalized == nil {
+		return nil
+	}
+	f := old.finalized
+	switch {
+	case v.finalized.number == f.number && v.finalized.hash != f.hash:
+		return fmt.Errorf("its finalized block %d is %s, not %s, finalized before", f.number, v.finalized.hash, f.hash)
+	case w.met:
+		return nil // the old view's chain, which holds f
+	}
+	if h, ok := w.hashes[f.number]; ok && h != f.hash {
+		return fmt.Errorf("its block %d is %s, not %s, finalized before", f.number, h, f.hash)
+	}
+	if w.lowest == f.number+1 && w.lowParent != f.hash {
+		return fmt.Errorf("its block %d's parent is %s, not %s, finalized before", w.lowest, w.lowParent, f.hash)
+	}
+	return nil
+}
+
 // maxTracked bounds how far below the head the tracker follows the chain
 // by number when the finalized block is further down (a chain that lost
 // finality): beyond it ReorgDepth applies.
@@ -310,19 +369,33 @@ func sameRef(a, b *ref) bool {
 	return *a == *b
 }
 
+// walked is what a walk found of an endpoint's chain.
+type walked struct {
+	// hashes are the canonical hashes from the head down.
+	hashes map[uint64]backend.Hash
+	// replaced is how many blocks of the old view they replace.
+	replaced uint64
+	// met is set when the chain met the old view's, whose blocks below
+	// it are then its own. Otherwise lowParent is the parent of the
+	// lowest block walked, lowest.
+	met       bool
+	lowest    uint64
+	lowParent backend.Hash
+}
+
 // walk returns the canonical hashes from head down to low, as the
-// endpoint's chain has them, and how many blocks of the old view it
-// replaced. It reuses the old view from the first block where the two
+// endpoint's chain has them, and how many blocks of the old view they
+// replace. It reuses the old view from the first block where the two
 // meet, and fetches the rest by number, a batch at a time, checking that
 // each header is the parent of the one above it.
-func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *header, low uint64) (map[uint64]backend.Hash, uint64, error) {
+func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *header, low uint64) (walked, error) {
 	ctx, cancel := context.WithTimeout(ctx, 4*b.cfg.Timeout)
 	defer cancel()
-	hashes := map[uint64]backend.Hash{head.number: head.hash}
-	var replaced uint64
+	w := walked{hashes: map[uint64]backend.Hash{head.number: head.hash}}
+	hashes := w.hashes
 	if old != nil {
 		if h, ok := old.canon[head.number]; ok && h != head.hash {
-			replaced++
+			w.replaced++
 		}
 	}
 	parent, n := head.parentHash, head.number
@@ -342,16 +415,17 @@ func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *heade
 							break
 						}
 					}
-					return hashes, replaced, nil
+					w.met = true
+					return w, nil
 				}
-				replaced++
+				w.replaced++
 			}
 		}
 		hd := batch[n]
 		if hd == nil || hd.hash != parent {
 			var err error
 			if batch, err = b.fetchHeaders(ctx, ep, n, low); err != nil {
-				return nil, 0, err
+				return walked{}, err
 			}
 			hd = batch[n]
 		}
@@ -360,16 +434,17 @@ func (b *Backend) walk(ctx context.Context, ep *endpoint, old *view, head *heade
 			// parent by hash, which cannot move.
 			var err error
 			if hd, err = b.fetchHeader(ctx, ep, parent); err != nil {
-				return nil, 0, err
+				return walked{}, err
 			}
 			if hd == nil || hd.number != n {
-				return nil, 0, fmt.Errorf("upstream %s: parent %s of block %d not found", ep.name, parent, n+1)
+				return walked{}, fmt.Errorf("upstream %s: parent %s of block %d not found", ep.name, parent, n+1)
 			}
 		}
 		hashes[n] = hd.hash
 		parent = hd.parentHash
 	}
-	return hashes, replaced, nil
+	w.lowest, w.lowParent = n, parent
+	return w, nil
 }
 
 // headerBatch is how many headers the walk asks for at once.
