@@ -55,10 +55,14 @@ type Backend struct {
 	eps     []*endpoint
 	chainID uint64
 	view    atomic.Pointer[view]
-	// stale is set while the view is older than staleAfter (see watch).
-	stale  atomic.Bool
-	cache  *blockCache
-	flight flightGroup
+	// stale is set once the view is older than staleAfter, by staleness,
+	// a timer that setView sets again with each view; staleMu orders the
+	// two.
+	stale     atomic.Bool
+	staleness *time.Timer
+	staleMu   sync.Mutex
+	cache     *blockCache
+	flight    flightGroup
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -112,6 +116,13 @@ func open(ctx context.Context, cfg Config) (b *Backend, err error) {
 	}()
 	b = &Backend{cfg: cfg, done: make(chan struct{}), stop: stop}
 	b.flight.life = loop
+	staleness := time.AfterFunc(b.staleAfter(), b.markStale)
+	b.staleness = staleness
+	defer func() {
+		if err != nil {
+			staleness.Stop()
+		}
+	}()
 	if cfg.CacheBytes > 0 {
 		b.cache = newBlockCache(cfg.CacheBytes)
 	}
@@ -234,16 +245,7 @@ func (b *Backend) learnedChain(ep *endpoint, id uint64) bool {
 // track polls until Close.
 // A poll that fails only like the one before is logged at debug level.
 func (b *Backend) track(ctx context.Context) {
-	var watcher sync.WaitGroup
-	watcher.Add(1)
-	go func() {
-		defer watcher.Done()
-		b.watch(ctx)
-	}()
-	defer func() {
-		watcher.Wait()
-		close(b.done)
-	}()
+	defer close(b.done)
 	t := time.NewTicker(b.cfg.PollInterval)
 	defer t.Stop()
 	failed := 0
@@ -276,6 +278,7 @@ func (b *Backend) track(ctx context.Context) {
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
+	b.staleness.Stop()
 	b.flight.running.Wait()
 	b.closeIdle()
 	return nil
@@ -402,8 +405,8 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 
 // fresh refuses tags when the view is too old to name the head: when no
 // endpoint has answered a poll for two intervals and a timeout, the latest
-// block it names is a guess, and an error says so better. The watcher
-// keeps the verdict, so that a request pays no clock reading for it.
+// block it names is a guess, and an error says so better. A timer keeps
+// the verdict, so that a request pays no clock reading for it.
 func (b *Backend) fresh() error {
 	if b.stale.Load() {
 		return fmt.Errorf("upstream: the head is unknown: no endpoint has answered a poll for %s", time.Since(b.view.Load().at).Round(time.Second))
@@ -414,18 +417,21 @@ func (b *Backend) fresh() error {
 // staleAfter is how old a view may grow before tags are refused.
 func (b *Backend) staleAfter() time.Duration { return 2*b.cfg.PollInterval + b.cfg.Timeout }
 
-// watch marks the view stale once it is older than staleAfter, checking
-// twice a poll interval: a poll that hangs does not delay it.
-func (b *Backend) watch(ctx context.Context) {
-	t := time.NewTicker(b.cfg.PollInterval / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			b.stale.Store(time.Since(b.view.Load().at) > b.staleAfter())
-		}
+// setView makes v the view, fresh, until staleAfter from its time.
+func (b *Backend) setView(v *view) {
+	b.staleMu.Lock()
+	defer b.staleMu.Unlock()
+	b.view.Store(v)
+	b.stale.Store(false)
+	b.staleness.Reset(max(0, b.staleAfter()-time.Since(v.at)))
+}
+
+// markStale marks the view stale, unless a newer one came as it fired.
+func (b *Backend) markStale() {
+	b.staleMu.Lock()
+	defer b.staleMu.Unlock()
+	if v := b.view.Load(); v != nil && time.Since(v.at) >= b.staleAfter() {
+		b.stale.Store(true)
 	}
 }
 

@@ -496,6 +496,50 @@ func TestStaleHeadRefused(t *testing.T) {
 	}
 }
 
+// TestTagsStaleOnTime stops the endpoint right after a poll: latest is
+// served no longer than two intervals and a timeout after its last
+// answer, to within a tick of the clock, not up to half an interval more.
+func TestTagsStaleOnTime(t *testing.T) {
+	node := newFakeNode(t, faultChain(t))
+	const poll, timeout = 400 * time.Millisecond, 20 * time.Millisecond
+	var mu sync.Mutex
+	var down bool
+	var lastAnswer time.Time
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return true
+		}
+		lastAnswer = time.Now()
+		return false
+	})
+	up := openUp(t, upstream.Config{PollInterval: poll, Timeout: timeout}, node.URL)
+	ctx := context.Background()
+	if _, err := up.BlockByNumber(ctx, backend.Latest); err != nil { // cached, to be served while down
+		t.Fatal(err)
+	}
+	time.Sleep(poll + poll/4) // just after a poll
+	mu.Lock()
+	down, last := true, lastAnswer
+	mu.Unlock()
+	bound := 2*poll + timeout
+	var lastServed time.Time
+	for time.Since(last) < bound+poll {
+		if _, err := up.BlockByNumber(ctx, backend.Latest); err == nil {
+			lastServed = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if lastServed.IsZero() {
+		t.Fatal("latest not served after the endpoint stopped answering")
+	}
+	if age := lastServed.Sub(last); age > bound+50*time.Millisecond {
+		t.Errorf("latest served %v after the endpoint's last answer, past %v (2 polls and a timeout)", age.Round(time.Millisecond), bound)
+	}
+}
+
 // TestCloseLetsConnectionsGo closes a Backend that made its own HTTP
 // client: its connections to the endpoint close with it, where each
 // would keep a goroutine for 90 s more.

@@ -273,7 +273,7 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	if old != nil && old.head.hash == p.head.hash && sameRef(old.safe, p.safe.ref()) && sameRef(old.finalized, p.finalized.ref()) {
 		v := *old
 		v.best, v.at, v.from = best, time.Now(), p.ep
-		b.view.Store(&v)
+		b.setView(&v)
 		return nil
 	}
 	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best, at: time.Now(), from: p.ep}
@@ -323,7 +323,7 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 			b.cache.finalize(n, h)
 		}
 	}
-	b.view.Store(v)
+	b.setView(v)
 	if reorgDepth > 0 {
 		b.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "upstream: chain reorganised", slog.Uint64("depth", reorgDepth), slog.Uint64("head", v.head.number), slog.String("hash", v.head.hash.String()), slog.String("endpoint", p.ep.name))
 	}
