@@ -553,8 +553,11 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 			return got, nil
 		}
 	}
-	if nulls > 0 && len(errs) == 0 {
+	switch {
+	case nulls > 0 && len(errs) == 0:
 		return nil, fmt.Errorf("upstream: %s, which the head tracker saw, is unknown to the endpoints", what)
+	case nulls == 0 && len(errs) == 0:
+		return nil, fmt.Errorf("upstream: no endpoint could be asked for %s: each serves another chain, waits out the Retry-After it answered, or is not known to hold the finalized block", what)
 	}
 	return nil, fmt.Errorf("upstream: no endpoint answered %s with a block that verifies: %w", what, errors.Join(errs...))
 }

@@ -540,6 +540,53 @@ func TestTagsStaleOnTime(t *testing.T) {
 	}
 }
 
+// TestRetryAfterAlone has the only endpoint answer a read with 429 and
+// Retry-After: 2: no request reaches it within those seconds, reads fail
+// at once saying why, and it is asked again after them.
+func TestRetryAfterAlone(t *testing.T) {
+	store := faultChain(t)
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	var mu sync.Mutex
+	var limitedAt time.Time
+	early := 0
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !limitedAt.IsZero():
+			if time.Since(limitedAt) < 2*time.Second {
+				early++
+			}
+			return false
+		case asksFor(r, "eth_getBlockByHash"):
+			limitedAt = time.Now()
+			w.Header().Set("Retry-After", "2")
+			http.Error(w, "rate limited", http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	})
+	ctx := context.Background()
+	if _, err := up.BlockByHash(ctx, storeBlock(t, store, 3).Hash); err == nil {
+		t.Fatal("a read answered 429 succeeded")
+	}
+	_, err := up.BlockByHash(ctx, storeBlock(t, store, 4).Hash)
+	if err == nil || !strings.Contains(err.Error(), "Retry-After") {
+		t.Errorf("a read within the Retry-After: %v, want an error that says the endpoint waits it out", err)
+	}
+	mu.Lock()
+	n := early
+	mu.Unlock()
+	if n > 0 {
+		t.Errorf("%d requests reached the only endpoint within the 2 s its 429 asked to wait", n)
+	}
+	time.Sleep(2100 * time.Millisecond)
+	if _, err := up.BlockByHash(ctx, storeBlock(t, store, 4).Hash); err != nil {
+		t.Errorf("a read after the Retry-After: %v", err)
+	}
+}
+
 // TestCloseLetsConnectionsGo closes a Backend that made its own HTTP
 // client: its connections to the endpoint close with it, where each
 // would keep a goroutine for 90 s more.

@@ -16,6 +16,9 @@ type endpoint struct {
 	skipUntil time.Time
 	failures  int
 	lastErr   error
+	// askedWait is set while the wait is one the endpoint asked for (the
+	// Retry-After of a 429 or 503): it is not asked even as a last resort.
+	askedWait bool
 	// readFailed is set when the last failure was a block read's: an
 	// answer to a poll does not end it, only a block read that succeeds.
 	readFailed bool
@@ -45,7 +48,8 @@ func (e *endpoint) failed(err error, now time.Time, read bool) int {
 	wait := minBackoff << min(e.failures, 10)
 	wait = min(wait, maxBackoff)
 	var se *StatusError
-	if errors.As(err, &se) && se.RetryAfter > 0 {
+	e.askedWait = errors.As(err, &se) && se.RetryAfter > 0
+	if e.askedWait {
 		wait = min(se.RetryAfter, 10*maxBackoff)
 		read = false // asked of every request, polls too
 	}
@@ -68,7 +72,7 @@ func (e *endpoint) succeeded(read bool) int {
 		return 0
 	}
 	ended := e.failures
-	e.failures, e.lastErr, e.skipUntil, e.readFailed = 0, nil, time.Time{}, false
+	e.failures, e.lastErr, e.skipUntil, e.readFailed, e.askedWait = 0, nil, time.Time{}, false, false
 	return ended
 }
 
@@ -131,7 +135,8 @@ type EndpointStatus struct {
 
 // order returns the endpoints to try, in the order of preference: the
 // usable ones first, then, as a last resort, those being skipped (an
-// answer from one is better than none). Endpoints not known to serve the
+// answer from one is better than none), but for those that asked to be
+// left alone for a while (Retry-After). Endpoints not known to serve the
 // chain (another's, or one whose chain id has yet to be asked) are left
 // out: a block without signed transactions would not tell.
 func order(eps []*endpoint, now time.Time, best, maxLag uint64) []*endpoint {
@@ -141,11 +146,19 @@ func order(eps []*endpoint, now time.Time, best, maxLag uint64) []*endpoint {
 		switch {
 		case e.usable(now, best, maxLag):
 			out = append(out, e)
-		case e.onChain():
+		case e.lastResort(now):
 			rest = append(rest, e)
 		}
 	}
 	return append(out, rest...)
+}
+
+// lastResort reports whether the endpoint may be asked when no usable one
+// answers: it serves the chain, and is not waiting out a Retry-After.
+func (e *endpoint) lastResort(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.chainKnown && !(e.askedWait && now.Before(e.skipUntil))
 }
 
 // onChain reports whether the endpoint is known to serve the chain.
