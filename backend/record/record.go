@@ -587,6 +587,10 @@ func (d *decoder) transaction(tx *backend.Transaction, baseFee *uint256.Int) {
 	if d.err != nil {
 		return
 	}
+	if !wellFormed(tx, flags) {
+		d.fail()
+		return
+	}
 	switch {
 	case tx.Type == backend.LegacyTxType:
 		if legacyProtected(&tx.V) {
@@ -598,6 +602,22 @@ func (d *decoder) transaction(tx *backend.Transaction, baseFee *uint256.Int) {
 			*tx.GasPrice = price
 		}
 	}
+}
+
+// wellFormed reports whether a decoded transaction is one the encoder can
+// have written, as far as the record tells: no flag but To's, a type the
+// backend knows with the fields it must have, and a v that backend.Seal
+// takes. Records carry no checksum: a byte changed on the disk that still
+// decodes is caught where it makes a transaction no store could hold. (A
+// field a type does not have is let be: Seal does not refuse one given.)
+func wellFormed(tx *backend.Transaction, flags byte) bool {
+	if flags&^txFlagTo != 0 || tx.Validate() != nil {
+		return false
+	}
+	if tx.Type == backend.LegacyTxType && legacyProtected(&tx.V) {
+		return !tx.V.Lt(uint256.NewInt(35)) // 27 and 28 are not protected
+	}
+	return true
 }
 
 // legacyProtected reports whether a legacy v carries a chain id
@@ -723,8 +743,18 @@ func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
 	hashes, hasHashes := d.body(b)
 	b.Transactions = d.transactions(b.BaseFeePerGas)
 	d.sameCount(hashes, hasHashes, len(b.Transactions), b.Transactions == nil)
-	if b.Transactions == nil && hasHashes {
+	switch {
+	case b.Transactions == nil && hasHashes:
 		d.transactionHashes(b, hashes)
+	case hasHashes && d.err == nil:
+		// The hashes a lent block is served with must be its
+		// transactions': a changed byte in either is found here.
+		for i, tx := range b.Transactions {
+			if string(hashes[32*i:32*i+32]) != string(tx.Hash[:]) {
+				d.fail()
+				break
+			}
+		}
 	}
 	if d.err == nil && len(d.buf) != 0 {
 		d.fail()

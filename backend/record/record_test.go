@@ -1,7 +1,10 @@
 package record_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -118,6 +121,105 @@ func TestCorruptRecord(t *testing.T) {
 			lentJSON(bad, true)
 		}
 	}
+}
+
+// txOffset returns where transaction i of txs begins in rec, a record of
+// their block (Append), whose end they are.
+func txOffset(rec []byte, txs []*backend.Transaction, i int) int {
+	rest := record.AppendTransactions(nil, txs[i:])
+	countLen := len(binary.AppendUvarint(nil, uint64(len(txs)-i)+1))
+	return len(rec) - (len(rest) - countLen)
+}
+
+// sampleWith returns a sample block with a transaction of type typ, and
+// that transaction's index.
+func sampleWith(t *testing.T, typ byte) (*backend.Block, int) {
+	for _, s := range append(blocksample.Synth(3, 40), everyForkChain(t)...) {
+		for i, tx := range s.Block.Transactions {
+			if tx.Type == typ {
+				return s.Block, i
+			}
+		}
+	}
+	t.Fatalf("no sample transaction of type %d", typ)
+	return nil, 0
+}
+
+// TestChangedTransaction changes one byte of a transaction in a record
+// into one that makes it a transaction no store holds: another type,
+// without the fields that type must have or unknown; a flag that means
+// nothing; a legacy v below 35 but for 27 and 28. Decode, and the reader a
+// lent block's transactions are written from, refuse the record; a record
+// whose hashes, kept for a lent block, are not its transactions' is
+// refused by Decode.
+func TestChangedTransaction(t *testing.T) {
+	corrupt := func(what string, rec []byte, txs []byte, baseFee *uint256.Int) {
+		t.Helper()
+		if _, _, err := record.Decode(rec); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: Decode gives %v, want ErrCorrupt", what, err)
+		}
+		if txs == nil {
+			return
+		}
+		r := record.Transactions(txs).Reader(baseFee)
+		var tx backend.Transaction
+		for {
+			more, err := r.DecodeNext(&tx)
+			if !more || err != nil {
+				if !errors.Is(err, record.ErrCorrupt) {
+					t.Errorf("%s: the reader gives %v, want ErrCorrupt", what, err)
+				}
+				break
+			}
+		}
+	}
+	b, i := sampleWith(t, backend.DynamicFeeTxType)
+	rec := record.Append(nil, b, nil)
+	txs := rec[len(rec)-len(record.AppendTransactions(nil, b.Transactions)):] // what a lent block's are read from
+	off := txOffset(rec, b.Transactions, i)
+	if rec[off] != backend.DynamicFeeTxType {
+		t.Fatalf("offset %d holds %#x, not the type byte", off, rec[off])
+	}
+	change := func(at int, to byte) ([]byte, []byte) {
+		bad := slices.Clone(rec)
+		bad[at] = to
+		return bad, bad[len(rec)-len(txs):]
+	}
+	for _, typ := range []byte{backend.BlobTxType, backend.SetCodeTxType, 0x05, 0x7f, 0xff} {
+		bad, badTxs := change(off, typ)
+		corrupt(fmt.Sprintf("type byte %d -> %#x", backend.DynamicFeeTxType, typ), bad, badTxs, b.BaseFeePerGas)
+	}
+	bad, badTxs := change(off+1, rec[off+1]|0x80)
+	corrupt("a flag that means nothing", bad, badTxs, b.BaseFeePerGas)
+
+	lb, li := sampleWith(t, backend.LegacyTxType)
+	tx := lb.Transactions[li]
+	if !tx.V.IsUint64() || tx.V.Uint64() < 35 || tx.V.Uint64() > 255 {
+		t.Fatalf("a legacy sample transaction with v %s, want one byte of 35 or more", tx.V.Hex())
+	}
+	lrec := record.Append(nil, lb, nil)
+	end := len(lrec)
+	if li+1 < len(lb.Transactions) {
+		end = txOffset(lrec, lb.Transactions, li+1)
+	}
+	u256Len := func(z *uint256.Int) int { return 1 + (z.BitLen()+7)/8 }
+	vOff := end - 32 - 20 - u256Len(&tx.S) - u256Len(&tx.R) - u256Len(&tx.V)
+	if lrec[vOff] != 1 || lrec[vOff+1] != byte(tx.V.Uint64()) {
+		t.Fatalf("offset %d holds % x, not v", vOff, lrec[vOff:vOff+2])
+	}
+	for _, v := range []byte{0, 5, 29, 34} {
+		bad := slices.Clone(lrec)
+		bad[vOff+1] = v
+		corrupt(fmt.Sprintf("legacy v %d -> %d", tx.V.Uint64(), v), bad, nil, nil)
+	}
+
+	c := *b
+	c.TransactionHashes = backend.TransactionHashes(b.Transactions)
+	hrec := record.Append(nil, &c, nil)
+	hashesEnd := len(hrec) - len(record.AppendTransactions(nil, b.Transactions))
+	hbad := slices.Clone(hrec)
+	hbad[hashesEnd-1] ^= 1 // the last byte of the last hash
+	corrupt("a kept transaction hash changed", hbad, nil, nil)
 }
 
 // TestHashesMiscounted refuses a record that holds more or fewer
