@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,52 +11,73 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// busyConns are the connections of a pool that are in use, so that Close
-// can end the statements under way on them: a pool closes once every
-// connection in use is back, and a statement on a server that stopped
-// answering (a network partition) comes back only at its context's end,
-// which may be never. Idle connections are left to the pool, which ends
-// their sessions cleanly.
-type busyConns struct {
+// poolConns are the open connections of a pool, so that Close can end the
+// statements under way on them: a pool closes once every connection in
+// use is back, and a statement on a server that stopped answering (a
+// network partition) comes back only at its context's end, which may be
+// never. Connections are noted as they open and close, not as they are
+// taken and given back, which costs every statement nothing.
+type poolConns struct {
+	closed atomic.Bool
 	mu     sync.Mutex
 	conns  map[*pgconn.PgConn]struct{}
-	closed bool
 }
 
-// track has cfg's pool note its connections in use in b.
-func (b *busyConns) track(cfg *pgxpool.Config) {
-	b.conns = make(map[*pgconn.PgConn]struct{})
-	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.closed {
+// track has cfg's pool note its connections in c, and take none once c
+// is closed.
+func (c *poolConns) track(cfg *pgxpool.Config) {
+	c.conns = make(map[*pgconn.PgConn]struct{})
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closed.Load() {
+			return ErrClosed
+		}
+		c.conns[conn.PgConn()] = struct{}{}
+		return nil
+	}
+	cfg.BeforeClose = func(conn *pgx.Conn) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.conns, conn.PgConn())
+	}
+	// The pool pings a connection idle for a second before it hands it
+	// out (pgxpool's rule, kept), and before PrepareConn: once closing, a
+	// ping on a server that does not answer would hold Close.
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return !c.closed.Load() && p.IdleDuration > time.Second
+	}
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		if c.closed.Load() {
 			return true, ErrClosed
 		}
-		b.conns[c.PgConn()] = struct{}{}
 		return true, nil
 	}
-	// A connection that its statement broke is closed rather than
-	// released.
-	cfg.AfterRelease = func(c *pgx.Conn) bool { b.done(c); return true }
-	cfg.BeforeClose = b.done
 }
 
-func (b *busyConns) done(c *pgx.Conn) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.conns, c.PgConn())
-}
-
-// interrupt makes every read and write on the connections in use fail at
-// once, and refuses them to statements from then on. A deadline in the
-// past is what a net.Conn lets another goroutine set while one uses it;
-// pgconn then closes the connection, and the pool lets it go as the
-// statement returns.
-func (b *busyConns) interrupt() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closed = true
-	for c := range b.conns {
-		c.Conn().SetDeadline(time.Unix(1, 0))
+// interrupt makes every read and write under way on the pool fail at
+// once, and the pool refuse statements from then on. The idle
+// connections, taken first, are left for the pool to close cleanly. A
+// deadline in the past is what a net.Conn lets another goroutine set while
+// one uses it; pgconn then closes the connection, and the pool lets it go
+// as the statement returns.
+func (c *poolConns) interrupt(pool *pgxpool.Pool) {
+	idle := pool.AcquireAllIdle(context.Background())
+	defer func() {
+		for _, conn := range idle {
+			conn.Release()
+		}
+	}()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed.Store(true)
+	held := make(map[*pgconn.PgConn]bool, len(idle))
+	for _, conn := range idle {
+		held[conn.Conn().PgConn()] = true
+	}
+	for conn := range c.conns {
+		if !held[conn] {
+			conn.Conn().SetDeadline(time.Unix(1, 0))
+		}
 	}
 }

@@ -70,12 +70,12 @@ func OpenWriterMigrating(ctx context.Context, url string, opts *Options, name, s
 // reading tables at version.
 func OpenReaderOfVersion(ctx context.Context, url string, opts *Options, version int) (*Reader, error) {
 	o := opts.withDefaults()
-	pool, busy, err := openPool(ctx, url, &o, readerPool)
+	pool, conns, err := openPool(ctx, url, &o, readerPool)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reader{}
-	r.init(pool, busy, o, version)
+	r.init(pool, conns, o, version)
 	if err := r.Refresh(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -208,8 +208,8 @@ type poolSpec struct {
 var readerPool = poolSpec{cancelGrace: 250 * time.Millisecond}
 
 // openPool connects to url with the options' schema and pool size, and
-// returns the pool and its connections in use.
-func openPool(ctx context.Context, url string, o *Options, spec poolSpec) (*pgxpool.Pool, *busyConns, error) {
+// returns the pool and its connections.
+func openPool(ctx context.Context, url string, o *Options, spec poolSpec) (*pgxpool.Pool, *poolConns, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgstore: %w", err)
@@ -238,8 +238,8 @@ func openPool(ctx context.Context, url string, o *Options, spec poolSpec) (*pgxp
 		cfg.ConnConfig.RuntimeParams["application_name"] = "blockrpc-pgstore"
 	}
 	maps.Copy(cfg.ConnConfig.RuntimeParams, spec.params)
-	busy := new(busyConns)
-	busy.track(cfg)
+	conns := new(poolConns)
+	conns.track(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgstore: %w", err)
@@ -248,5 +248,5 @@ func openPool(ctx context.Context, url string, o *Options, spec poolSpec) (*pgxp
 		pool.Close()
 		return nil, nil, fmt.Errorf("pgstore: %w", err)
 	}
-	return pool, busy, nil
+	return pool, conns, nil
 }

@@ -26,9 +26,9 @@ var (
 // concurrent use. What it returns is shared and must not be modified.
 type Reader struct {
 	pool *pgxpool.Pool
-	// busy are the pool's connections in use, which Close interrupts;
-	// closing is set as it begins.
-	busy    *busyConns
+	// conns are the pool's connections, which Close interrupts; closing
+	// is set as it begins.
+	conns   *poolConns
 	closing atomic.Bool
 	opts    Options
 	cache   *cache
@@ -90,7 +90,7 @@ type tag struct {
 // exist: ErrNoSchema means no writer has created them yet.
 func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error) {
 	o := opts.withDefaults()
-	pool, busy, err := openPool(ctx, url, &o, readerPool)
+	pool, conns, err := openPool(ctx, url, &o, readerPool)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error)
 		return nil, err
 	}
 	r := &Reader{}
-	r.init(pool, busy, o, SchemaVersion())
+	r.init(pool, conns, o, SchemaVersion())
 	if err := r.Refresh(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -125,8 +125,8 @@ func (r *Reader) stopPolling() {
 	}
 }
 
-func (r *Reader) init(pool *pgxpool.Pool, busy *busyConns, o Options, schema int) {
-	r.pool, r.busy, r.opts, r.cache, r.schema = pool, busy, o, newCache(o.CacheBytes), schema
+func (r *Reader) init(pool *pgxpool.Pool, conns *poolConns, o Options, schema int) {
+	r.pool, r.conns, r.opts, r.cache, r.schema = pool, conns, o, newCache(o.CacheBytes), schema
 	r.polling = make(chan struct{}, 1)
 	r.head.Store(&headState{})
 }
@@ -136,7 +136,10 @@ func (r *Reader) init(pool *pgxpool.Pool, busy *busyConns, o Options, schema int
 // answer, Close can take 15 s, pgx's bound on closing a connection.
 func (r *Reader) Close() {
 	r.closing.Store(true)
-	r.busy.interrupt()
+	if r.stop != nil {
+		r.stop() // a poll the interruption ends is not a failure to log
+	}
+	r.conns.interrupt(r.pool)
 	r.stopPolling()
 	r.pool.Close()
 }
@@ -325,7 +328,13 @@ func (r *Reader) refreshPast(ctx context.Context, version int64) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, readPollTimeout)
 	defer cancel()
-	return r.refresh(ctx, r.pool)
+	if err := r.refresh(ctx, r.pool); err != nil {
+		if r.closing.Load() {
+			return ErrClosed // interrupted by Close, or refused since
+		}
+		return err
+	}
+	return nil
 }
 
 func decodePending(td, body []byte) (*backend.Block, error) {

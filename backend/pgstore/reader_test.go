@@ -190,59 +190,69 @@ func TestReaderTagsAcrossReorg(t *testing.T) {
 // TestReaderOverPartition reads through a network that stops carrying
 // anything, neither answering nor closing: a read with a deadline ends
 // soon after it, not after pgx's grace for a cancel the server would
-// answer; Close ends a read without one, which returns ErrClosed, and
-// returns in pgx's bound for closing a connection it cannot reach; reads
-// after Close return ErrClosed.
+// answer; Close ends a read without one, in its statement or in the ping
+// the pool sends on a connection idle for a second, which returns
+// ErrClosed, and returns in pgx's bound for closing a connection it cannot
+// reach; reads after Close return ErrClosed.
 func TestReaderOverPartition(t *testing.T) {
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
 	s.addMain(t, w, 20)
-	proxy, viaProxy := pgtest.StartProxy(t, url)
-	r, err := pgstore.OpenReader(context.Background(), viaProxy, &pgstore.Options{Schema: schema, PollInterval: time.Hour, CacheBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.BlockByNumber(context.Background(), 5); err != nil {
-		t.Fatal(err)
-	}
-	proxy.Partition()
+	for _, inPing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ping=%v", inPing), func(t *testing.T) {
+			proxy, viaProxy := pgtest.StartProxy(t, url)
+			r, err := pgstore.OpenReader(context.Background(), viaProxy, &pgstore.Options{Schema: schema, PollInterval: time.Hour, CacheBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.BlockByNumber(context.Background(), 5); err != nil {
+				t.Fatal(err)
+			}
+			if inPing {
+				time.Sleep(1500 * time.Millisecond) // idle for more than a second: pinged as it is taken
+			}
+			proxy.Partition()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if _, err := r.BlockByNumber(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("read with a deadline over the partition: %v, want %v", err, context.DeadlineExceeded)
-	}
-	if late := time.Since(start) - 300*time.Millisecond; late > 2*time.Second {
-		t.Errorf("the read with a deadline returned %v after it", late.Round(time.Millisecond))
-	}
+			if !inPing {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				if _, err := r.BlockByNumber(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("read with a deadline over the partition: %v, want %v", err, context.DeadlineExceeded)
+				}
+				if late := time.Since(start) - 300*time.Millisecond; late > 2*time.Second {
+					t.Errorf("the read with a deadline returned %v after it", late.Round(time.Millisecond))
+				}
+			}
 
-	read := make(chan error, 1)
-	go func() {
-		_, err := r.BlockByNumber(context.Background(), 7)
-		read <- err
-	}()
-	time.Sleep(200 * time.Millisecond) // the read waits for its answer
-	closed := make(chan struct{})
-	go func() {
-		r.Close()
-		close(closed)
-	}()
-	select {
-	case err := <-read:
-		if !errors.Is(err, pgstore.ErrClosed) {
-			t.Errorf("read under way at Close: %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a read under way at Close had not returned 5 s after it")
-	}
-	select {
-	case <-closed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Close had not returned after 30 s")
-	}
-	if _, err := r.BlockByNumber(context.Background(), 8); !errors.Is(err, pgstore.ErrClosed) {
-		t.Errorf("read after Close: %v, want ErrClosed", err)
+			read := make(chan error, 1)
+			go func() {
+				_, err := r.BlockByNumber(context.Background(), 7)
+				read <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // the read waits for its answer
+			closed := make(chan struct{})
+			go func() {
+				r.Close()
+				close(closed)
+			}()
+			select {
+			case err := <-read:
+				if !errors.Is(err, pgstore.ErrClosed) {
+					t.Errorf("read under way at Close: %v, want ErrClosed", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a read under way at Close had not returned 5 s after it")
+			}
+			select {
+			case <-closed:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Close had not returned after 30 s")
+			}
+			if _, err := r.BlockByNumber(context.Background(), 8); !errors.Is(err, pgstore.ErrClosed) {
+				t.Errorf("read after Close: %v, want ErrClosed", err)
+			}
+		})
 	}
 }
 

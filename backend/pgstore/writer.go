@@ -60,14 +60,14 @@ func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set)
 	// ends the session, idle in its transaction, once the lease would
 	// have run out, rather than when TCP gives up on the connection
 	// (hours), and another writer can take the lease over.
-	pool, busy, err := openPool(ctx, url, &o, poolSpec{params: map[string]string{
+	pool, conns, err := openPool(ctx, url, &o, poolSpec{params: map[string]string{
 		"idle_in_transaction_session_timeout": strconv.FormatInt(serverMillis(o.LeaseTTL), 10),
 	}})
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
-	w.Reader.init(pool, busy, o, set.Version())
+	w.Reader.init(pool, conns, o, set.Version())
 	if err := w.takeLease(ctx, set); err != nil {
 		pool.Close()
 		return nil, err
@@ -286,7 +286,7 @@ func (w *Writer) Close() error {
 	w.Reader.stopPolling()
 	w.vacuums.Wait()
 	w.release()
-	w.busy.interrupt()
+	w.conns.interrupt(w.pool)
 	w.pool.Close()
 	return nil
 }
