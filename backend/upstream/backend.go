@@ -273,13 +273,14 @@ func (b *Backend) track(ctx context.Context) {
 	}
 }
 
-// Close stops the head tracker and ends the fetches under way. The
-// Backend answers from what it has until then; it must not be used after.
+// Close stops the head tracker and ends the fetches by hash that readers
+// share, under way; a fetch asked for after it fails. The Backend answers
+// from what it has until then; it must not be used after.
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
 	b.staleness.Stop()
-	b.flight.running.Wait()
+	b.flight.wait()
 	b.closeIdle()
 	return nil
 }
@@ -390,9 +391,10 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		// good.
 		only = func(ep *endpoint) bool { return ep == v.from || ep.finalizedIs(v.finalized) }
 	}
-	// A number at or below the head names a block the chain holds: an
-	// endpoint's null for it (a node that pruned it, or lags) is not
-	// believed, and the next is asked.
+	// A final number names a block the chain holds: an endpoint's null
+	// for it (a node that pruned it) is not believed, and the next is
+	// asked. Above the finalized block, a null may be the chain's own,
+	// after a reorganisation to a shorter one.
 	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), final, only)
 	if err != nil {
 		return nil, err
@@ -555,7 +557,7 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 	}
 	switch {
 	case nulls > 0 && len(errs) == 0:
-		return nil, fmt.Errorf("upstream: %s, which the head tracker saw, is unknown to the endpoints", what)
+		return nil, fmt.Errorf("upstream: %s, which the chain the head tracker follows holds, is unknown to the endpoints", what)
 	case nulls == 0 && len(errs) == 0:
 		return nil, fmt.Errorf("upstream: no endpoint could be asked for %s: each serves another chain, waits out the Retry-After it answered, or is not known to hold the finalized block", what)
 	}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -17,10 +18,16 @@ type flightGroup struct {
 	mu    sync.Mutex
 	calls map[flightKey]*flight
 	// life ends the fetches under way as it ends (the Backend's Close),
-	// which then waits for them: running is the fetches under way.
+	// which then waits for them (wait): running counts them, and closed,
+	// set by wait, refuses new ones, so that none is counted once wait
+	// has begun.
 	life    context.Context
 	running sync.WaitGroup
+	closed  bool
 }
+
+// errClosed is the error of a fetch asked of a closed Backend.
+var errClosed = errors.New("upstream: the Backend is closed")
 
 // flightKey is what a fetch is shared by: its hash, and whether the hash is
 // one the head tracker saw, for which an endpoint's null is not believed.
@@ -52,6 +59,10 @@ func (g *flightGroup) do(ctx context.Context, key flightKey, fn func(context.Con
 	}
 	f, ok := g.calls[key]
 	if !ok {
+		if g.closed {
+			g.mu.Unlock()
+			return nil, errClosed
+		}
 		f = &flight{done: make(chan struct{})}
 		g.calls[key] = f
 		g.running.Add(1)
@@ -76,4 +87,13 @@ func (g *flightGroup) do(ctx context.Context, key flightKey, fn func(context.Con
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// wait refuses new fetches, and waits for those under way, which the end
+// of life ends.
+func (g *flightGroup) wait() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.running.Wait()
 }
