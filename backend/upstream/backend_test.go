@@ -853,6 +853,35 @@ func TestViewKeepsFinality(t *testing.T) {
 	}
 }
 
+// TestViewFromEndpointWithoutFinality has the tracker's endpoint finalize
+// block 20 and a second serve the same chain without a finalized block (a
+// node that does not serve the tag). While the first fails, the second
+// makes the view, which keeps block 20 finalized: the tags are served on,
+// rather than going stale.
+func TestViewFromEndpointWithoutFinality(t *testing.T) {
+	a := chaintest.New(chaintest.Config{Seed: 43})
+	a.AddBlocks(30, chaintest.Txs(1))
+	withFinality := copyStore(t, a.Store(), nil)
+	if err := withFinality.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	good, plain := newFakeNode(t, withFinality), newFakeNode(t, copyStore(t, a.Store(), nil))
+	const poll, timeout = 20 * time.Millisecond, 200 * time.Millisecond
+	up := openUp(t, upstream.Config{PollInterval: poll, Timeout: timeout}, good.URL, plain.URL)
+	ctx := context.Background()
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	time.Sleep(2 * (2*poll + timeout)) // past the staleness of a view the first made
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Number != 30 {
+		t.Errorf("latest: %v, want block 30 from the endpoint without finality", err)
+	}
+	if got, err := up.BlockByNumber(ctx, backend.Finalized); err != nil || got.Number != 20 {
+		t.Errorf("finalized: %v, want block 20, finalized before", err)
+	}
+}
+
 // TestViewNotFromFarBehind has the preferred endpoint at block 30 and a
 // second still syncing at block 10, further behind than MaxLag. While the
 // first misses polls, and the view is fresh, the second does not make the

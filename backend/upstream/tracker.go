@@ -277,6 +277,15 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 		return nil
 	}
 	v := &view{head: *p.head.ref(), safe: p.safe.ref(), finalized: p.finalized.ref(), best: best, at: time.Now(), from: p.ep}
+	if old != nil && old.finalized != nil && (v.finalized == nil || v.finalized.number < old.finalized.number) {
+		// Behind on finality, or without it (a node that does not serve
+		// the tag): the view keeps the block finalized before, which the
+		// endpoint's chain must hold (keepsFinality), below its head.
+		if v.head.number <= old.finalized.number {
+			return fmt.Errorf("upstream %s: its head, block %d, is not above block %d, finalized before", p.ep.name, v.head.number, old.finalized.number)
+		}
+		v.finalized = old.finalized
+	}
 	switch {
 	case v.finalized != nil && v.finalized.number < v.head.number && v.head.number-v.finalized.number <= maxTracked:
 		v.low = v.finalized.number + 1
@@ -290,11 +299,6 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 	walkLow := v.low
 	if old != nil && old.finalized != nil && v.finalized != nil && old.finalized.number < v.low {
 		walkLow = max(old.finalized.number+1, v.finalized.number-min(v.finalized.number, maxTracked))
-	}
-	if old != nil && old.finalized != nil && (v.finalized == nil || v.finalized.number < old.finalized.number) {
-		// Behind on finality (lagging, or a node that lost it): the view
-		// would take back what was final. Its next poll may do.
-		return fmt.Errorf("upstream %s: its finalized block is below block %d, finalized before", p.ep.name, old.finalized.number)
 	}
 	w, err := b.walk(ctx, p.ep, old, p.head, walkLow)
 	if err == nil {
@@ -331,7 +335,8 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 }
 
 // keepsFinality checks that the chain a walk found, of a view finalized
-// at least as far as old, holds the block old had finalized: an endpoint
+// at least as far as old (advance sees to it), holds the block old had
+// finalized: an endpoint
 // on a branch that left it (a node stuck on a minority fork, within
 // MaxLag) would otherwise make the view, and its blocks would be served by
 // number next to final ones of the other branch. The walk reaches the old
