@@ -768,12 +768,11 @@ func TestTrackedHashNotDenied(t *testing.T) {
 	}
 }
 
-// TestFinalNumberFromTheFinalizedChain has the tracker's endpoint
-// finalize block 20 of branch a, and a second endpoint, within MaxLag,
-// follow branch b, which left a at block 5 (a node stuck on a minority
-// fork). While the first fails, block 10, final, is not read from the
-// second, and once the first is back it is branch a's.
-func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
+// minorityFork returns a chain a of 30 blocks, a store of it with block 20
+// finalized, and a store of branch b, which left a at block 5 and is 31
+// blocks long: a node stuck on a minority fork.
+func minorityFork(t *testing.T) (*chaintest.Builder, *memstore.Store, *memstore.Store) {
+	t.Helper()
 	a := chaintest.New(chaintest.Config{Seed: 41})
 	a.AddBlocks(30, chaintest.Txs(1))
 	fork := a.Fork(5)
@@ -781,11 +780,20 @@ func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
 		g.SetExtraData([]byte("minority"))
 		chaintest.Txs(1)(i, g)
 	})
-	storeA := copyStore(t, a.Store(), nil)
-	if err := storeA.SetFinalized(20); err != nil {
+	finalized := copyStore(t, a.Store(), nil)
+	if err := finalized.SetFinalized(20); err != nil {
 		t.Fatal(err)
 	}
-	storeB := copyBlocks(t, a.Store(), fork.Head())
+	return a, finalized, copyBlocks(t, a.Store(), fork.Head())
+}
+
+// TestFinalNumberFromTheFinalizedChain has the tracker's endpoint
+// finalize block 20 of branch a, and a second endpoint, within MaxLag,
+// follow branch b, which left a at block 5 (a node stuck on a minority
+// fork). While the first fails, block 10, final, is not read from the
+// second, and once the first is back it is branch a's.
+func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
+	_, storeA, storeB := minorityFork(t)
 	want := storeBlock(t, storeA, 10)
 	if other := storeBlock(t, storeB, 10); other.Hash == want.Hash {
 		t.Fatal("the branches share block 10")
@@ -821,18 +829,8 @@ func TestFinalNumberFromTheFinalizedChain(t *testing.T) {
 // which does not hold block 20, never makes the view: latest stays branch
 // a's head until it goes stale, and block 10 stays a's.
 func TestViewKeepsFinality(t *testing.T) {
-	a := chaintest.New(chaintest.Config{Seed: 41})
-	a.AddBlocks(30, chaintest.Txs(1))
-	fork := a.Fork(5)
-	fork.AddBlocks(26, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("minority"))
-		chaintest.Txs(1)(i, g)
-	})
-	storeA := copyStore(t, a.Store(), nil)
-	if err := storeA.SetFinalized(20); err != nil {
-		t.Fatal(err)
-	}
-	good, forked := newFakeNode(t, storeA), newFakeNode(t, copyBlocks(t, a.Store(), fork.Head()))
+	a, storeA, storeB := minorityFork(t)
+	good, forked := newFakeNode(t, storeA), newFakeNode(t, storeB)
 	up := openUp(t, upstream.Config{PollInterval: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}, good.URL, forked.URL)
 	ctx := context.Background()
 	head := storeBlock(t, storeA, backend.Latest)
