@@ -273,9 +273,10 @@ func (b *Backend) track(ctx context.Context) {
 	}
 }
 
-// Close stops the head tracker and ends the fetches by hash that readers
-// share, under way; a fetch asked for after it fails. The Backend answers
-// from what it has until then; it must not be used after.
+// Close stops the head tracker and ends every request to the endpoints
+// under way: the reads waiting for one fail, and so does a read that
+// would ask the endpoints after it. A read its cache answers still
+// succeeds, but the Backend should not be used after Close.
 func (b *Backend) Close() error {
 	b.stop()
 	<-b.done
@@ -531,16 +532,26 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if b.flight.life.Err() != nil {
+			return nil, errClosed
+		}
+		// Close ends the request under way, whoever reads: a read no
+		// other reader shares runs on its caller's context alone.
 		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+		endsWithClose := context.AfterFunc(b.flight.life, cancel)
 		got, err := get(actx, ep)
 		if err == nil && got != nil {
 			err = b.settleTotalDifficulty(actx, ep, got)
 		}
+		endsWithClose()
 		cancel()
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if b.flight.life.Err() != nil {
+				return nil, errClosed
 			}
 			b.endpointFailed(ctx, ep, what, err, time.Now(), true)
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))

@@ -661,6 +661,50 @@ func TestCloseEndsAFetch(t *testing.T) {
 	}
 }
 
+// TestCloseEndsAReadByNumber closes the Backend while a read by number,
+// which no other reader shares (the block is below the tracker's window),
+// waits for a slow endpoint: the read ends as Close does, with an error
+// that says the Backend is closed, not at the endpoint's Timeout.
+func TestCloseEndsAReadByNumber(t *testing.T) {
+	store := faultChain(t)
+	node := newFakeNode(t, store)
+	up, err := upstream.Open(context.Background(), upstream.Config{
+		Endpoints: []string{node.URL}, PollInterval: idle, Timeout: time.Minute, ReorgDepth: 2, Logger: discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{}, 1)
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if asksFor(r, "eth_getBlockByNumber") {
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done() // answers only once the client leaves
+			return true
+		}
+		return false
+	})
+	read := make(chan error, 1)
+	go func() {
+		_, err := up.BlockByNumber(context.Background(), 5)
+		read <- err
+	}()
+	<-asked
+	if err := up.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("a read ended by Close: %v, want an error saying the Backend is closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read by number still waits for the endpoint 10 s after Close")
+	}
+}
+
 // TestOpenRefusesPollInterval gives Open poll intervals that cannot be
 // meant: negative, or a nanosecond (PollInterval: 1, for a second).
 func TestOpenRefusesPollInterval(t *testing.T) {
