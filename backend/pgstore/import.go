@@ -248,8 +248,8 @@ func (im *Importer) add(block *backend.Block, uncles []*backend.Uncle, canonical
 	if im.err != nil {
 		return im.err
 	}
-	if err := im.ctx.Err(); err != nil {
-		return im.refuse(err)
+	if err := im.ended(); err != nil {
+		return im.refuse(im.stopped(err))
 	}
 	it, err := sealItem(block, uncles, canonical)
 	if err != nil {
@@ -383,7 +383,7 @@ func (im *Importer) checkReaddTD(b *backend.Block) error {
 	default:
 		found, err := lookup(im.ctx, im.w.pool, [][]byte{b.ParentHash[:]})
 		if err != nil {
-			return fmt.Errorf("pgstore: %w", err)
+			return im.stopped(fmt.Errorf("pgstore: %w", err))
 		}
 		if p, ok := found[b.ParentHash]; ok {
 			parentTD = p.td
@@ -672,14 +672,27 @@ func (im *Importer) join() error {
 	return f.err
 }
 
-// stopped is the error of a write that failed once ctx had ended: the
-// server's answer to a statement cancelled ("canceling statement due to
+// stopped is the error of a write that failed once the import had ended
+// (see ended): the server's answer to a statement cancelled ("canceling statement due to
 // user request") says less than why it was.
 func (im *Importer) stopped(err error) error {
-	if im.ctx.Err() == nil {
-		return err
+	if cause := im.ended(); cause != nil {
+		return fmt.Errorf("pgstore: the import stopped: %w", cause)
 	}
-	return fmt.Errorf("pgstore: the import stopped: %w", context.Cause(im.ctx))
+	return err
+}
+
+// ended returns why the import cannot go on, or nil: ErrClosed once the
+// Writer closed, which its context tells only a moment later, or the end
+// of the caller's context.
+func (im *Importer) ended() error {
+	if im.w.closed.Load() {
+		return ErrClosed
+	}
+	if im.ctx.Err() != nil {
+		return context.Cause(im.ctx)
+	}
+	return nil
 }
 
 // errOneByOne is how a batch says it must be written block by block: a

@@ -623,6 +623,37 @@ func TestImporterCloseTwiceAfterFailure(t *testing.T) {
 	}
 }
 
+// TestImporterAfterWriterClosed writes through an Importer whose Writer
+// closed between two batches, and makes an Importer of a closed Writer:
+// each write fails with ErrClosed, and not with context.Canceled, which
+// would say that the caller's context ended.
+func TestImporterAfterWriterClosed(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, _, _ := openWriter(t, nil)
+	im := w.NewImporter(ctx, nil)
+	for n := uint64(0); n <= 5; n++ {
+		if err := s.write(im, s.main.Block(n), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := im.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	check := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, pgstore.ErrClosed) || errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want ErrClosed", what, err)
+		}
+	}
+	check("a write of an Importer whose Writer closed", s.write(im, s.main.Block(6), true))
+	im.Close()
+	late := w.NewImporter(ctx, nil)
+	check("a write of an Importer made after the Writer closed", s.write(late, s.main.Block(6), true))
+	late.Close()
+}
+
 // TestImportDumpEndsHeldWrite has an import's batch wait for a lock on the
 // blocks table (as a CREATE INDEX without CONCURRENTLY holds it), and
 // ends the import while it waits: by its context, or by closing the
