@@ -51,8 +51,8 @@ func TestSingleWriter(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = pgstore.OpenWriter(short, url, &pgstore.Options{Schema: schema, WaitForLease: true})
 	cancel()
-	if !errors.Is(err, pgstore.ErrWriterBusy) {
-		t.Fatalf("a second writer waiting 300ms: %v, want ErrWriterBusy", err)
+	if !errors.Is(err, pgstore.ErrWriterBusy) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second writer waiting 300ms: %v, want ErrWriterBusy and the context's deadline", err)
 	}
 
 	// Waiting, until the first closes.

@@ -139,7 +139,7 @@ func (r *Reader) Close() {
 	if r.stop != nil {
 		r.stop() // a poll the interruption ends is not a failure to log
 	}
-	r.conns.interrupt(r.pool)
+	r.conns.interrupt(r.pool, true)
 	r.stopPolling()
 	r.pool.Close()
 }
@@ -186,7 +186,15 @@ func (r *Reader) poll(ctx context.Context) {
 // tags, the chain id, and the pending block when it changed. It also reads
 // the tables' version, and returns ErrMigrated (as every read does from
 // then on) when a writer of another version has migrated them.
-func (r *Reader) Refresh(ctx context.Context) error { return r.refreshOn(ctx, r.pool) }
+func (r *Reader) Refresh(ctx context.Context) error {
+	if err := r.refreshOn(ctx, r.pool); err != nil {
+		if r.closing.Load() {
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
+}
 
 // refreshOn is Refresh, reading through q: a Writer reads on the
 // connection of its transaction, since a pool of one connection would

@@ -193,7 +193,7 @@ func TestReaderTagsAcrossReorg(t *testing.T) {
 // answer; Close ends a read without one, in its statement or in the ping
 // the pool sends on a connection idle for a second, which returns
 // ErrClosed, and returns in pgx's bound for closing a connection it cannot
-// reach; reads after Close return ErrClosed.
+// reach; reads and Refresh after Close return ErrClosed.
 func TestReaderOverPartition(t *testing.T) {
 	s := buildShared()
 	w, url, schema := openWriter(t, nil)
@@ -251,6 +251,9 @@ func TestReaderOverPartition(t *testing.T) {
 			}
 			if _, err := r.BlockByNumber(context.Background(), 8); !errors.Is(err, pgstore.ErrClosed) {
 				t.Errorf("read after Close: %v, want ErrClosed", err)
+			}
+			if err := r.Refresh(context.Background()); !errors.Is(err, pgstore.ErrClosed) {
+				t.Errorf("Refresh after Close: %v, want ErrClosed", err)
 			}
 		})
 	}

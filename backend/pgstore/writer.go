@@ -187,7 +187,7 @@ func (w *Writer) acquire(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (waited until %v)", busy, ctx.Err())
+			return fmt.Errorf("%w (waited until %w)", busy, ctx.Err())
 		case <-time.After(min(time.Second, w.opts.LeaseTTL/3)):
 		}
 	}
@@ -285,8 +285,12 @@ func (w *Writer) Close() error {
 	w.polling.Do(func() {}) // no polling starts now, and one started is seen
 	w.Reader.stopPolling()
 	w.vacuums.Wait()
+	// Reads held on the server (behind an operator's lock, say) may hold
+	// every connection of the pool, and the release would wait for one
+	// until its timeout: they end first, as they would a moment later.
+	w.conns.interrupt(w.pool, false)
 	w.release()
-	w.conns.interrupt(w.pool)
+	w.conns.interrupt(w.pool, true)
 	w.pool.Close()
 	return nil
 }

@@ -123,6 +123,47 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	w2.Close()
 }
 
+// TestWriterCloseWithReadsHeld closes a writer whose reads hold every
+// connection of its pool, each waiting on the server for a lock another
+// session holds on the blocks' table: Close ends them and still gives the
+// lease up, so that another writer opens at once, where the release used
+// to wait 5 s for a connection and fail, leaving the lease to expire.
+func TestWriterCloseWithReadsHeld(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, &pgstore.Options{MaxConns: 2, CacheBytes: -1})
+	s.addMain(t, w, 5)
+	lockTable(t, url, schema, "blocks", "ACCESS EXCLUSIVE")
+	waiting := lockWaiters(t, url)
+	read := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := w.BlockByHash(ctx, backend.Hash{byte(i + 1)})
+			read <- err
+		}()
+	}
+	for start := time.Now(); waiting() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the two reads did not wait for the lock within 30 s")
+		}
+	}
+	start := time.Now()
+	w.Close()
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Close took %v with the pool's connections held by reads", took)
+	}
+	for range 2 {
+		if err := <-read; !errors.Is(err, pgstore.ErrClosed) {
+			t.Errorf("a read held on the lock as the writer closed: %v, want ErrClosed", err)
+		}
+	}
+	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a writer opened after Close: %v", err)
+	}
+	w2.Close()
+}
+
 // TestWriterCommitAnswerLost writes through a proxy that loses the answer
 // to the COMMIT of a block, as a network failing at that moment does: the
 // write fails for the writer, and is in the database. The writer serves
