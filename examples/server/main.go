@@ -515,6 +515,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		closeKeys, err := openKeys(ctx, log, o, &dash)
 		if err != nil {
 			ls.close()
+			if ctx.Err() != nil {
+				log.Warn("stopped: interrupted while the key store was opened", "keystore", o.keystore.name)
+				return nil
+			}
 			return err
 		}
 		// After the listeners: the last usage counted is flushed.

@@ -5,8 +5,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/memstore"
 )
@@ -137,6 +140,43 @@ func TestSignalDuringLoad(t *testing.T) {
 	p.stop(t, syscall.SIGTERM, 15*time.Second, 0)
 	if logs := p.stderr.String(); !strings.Contains(logs, "load was interrupted") {
 		t.Errorf("the log does not say that the load was interrupted:\n%s", logs)
+	}
+}
+
+// TestSignalAsStoreOpens has the first signal come while a Pebble store
+// opens (Open, which takes no context, replays its log): the server then
+// stops as an interrupted import does, status 0 and a line that says so,
+// where the store's first read failed with the context's error and the
+// server exited 1. With -follow too.
+func TestSignalAsStoreOpens(t *testing.T) {
+	for _, extra := range [][]string{nil, {"-follow", "http://127.0.0.1:1/"}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the signal, as pebblestore.Open runs
+		var stderr syncbuf.Buffer
+		args := append([]string{"-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:" + filepath.Join(t.TempDir(), "db")}, extra...)
+		if err := run(ctx, args, io.Discard, &stderr); err != nil {
+			t.Errorf("run %q, interrupted as the store opened: %v, want nil (exit status 0)", extra, err)
+		}
+		if !strings.Contains(stderr.String(), "interrupted while the store was opened") {
+			t.Errorf("run %q: the log does not say it was interrupted:\n%s", extra, stderr.String())
+		}
+	}
+}
+
+// TestSignalAsKeyStoreOpens has the first signal come as a key store in
+// PostgreSQL opens, whose first read then fails with the context's error:
+// the server stops with status 0, and says why.
+func TestSignalAsKeyStoreOpens(t *testing.T) {
+	_, base := pgtest.Shared(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr syncbuf.Buffer
+	keys := keySchema(t, base)
+	if err := run(ctx, []string{"-addr", "127.0.0.1:0", "-keystore", keys}, io.Discard, &stderr); err != nil {
+		t.Errorf("run, interrupted as the key store opened: %v, want nil (exit status 0)", err)
+	}
+	if !strings.Contains(stderr.String(), "interrupted while the key store was opened") {
+		t.Errorf("the log does not say it was interrupted as the key store opened:\n%s", stderr.String())
 	}
 }
 

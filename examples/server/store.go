@@ -214,6 +214,9 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 	src.backend, src.store = w, w
 	if err := prepareStore(ctx, log, o, src, w); err != nil {
 		src.close()
+		if ctx.Err() != nil {
+			return nil, errInterrupted // a read or a write the signal cut short
+		}
 		return nil, err
 	}
 	return src, nil
