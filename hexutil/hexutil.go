@@ -61,7 +61,17 @@ func has0xPrefix[T text](s T) bool {
 
 // Decode decodes a byte string with 0x prefix. "0x" is the empty byte string.
 func Decode(input string) ([]byte, error) {
-	return decodeBytes(input)
+	b, err := decodeBytes(input)
+	if err == ErrOddLength {
+		// go-ethereum's Decode, through encoding/hex, tells a bad digit
+		// before the odd length; its Bytes, like decodeBytes, the length.
+		for i := 2; i < len(input); i++ {
+			if nibbles[input[i]] == badNibble {
+				return nil, ErrSyntax
+			}
+		}
+	}
+	return b, err
 }
 
 func decodeBytes[T text](s T) ([]byte, error) {

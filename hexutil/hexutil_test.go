@@ -24,6 +24,11 @@ func TestDecode(t *testing.T) {
 		{"0x023", nil, ErrOddLength},
 		{"0xxx", nil, ErrSyntax},
 		{"0x01zz01", nil, ErrSyntax},
+		// go-ethereum's Decode (encoding/hex) tells a bad digit before
+		// an odd length.
+		{"0xg", nil, ErrSyntax},
+		{"0x0g1", nil, ErrSyntax},
+		{"0x12g", nil, ErrSyntax},
 		{"0x", []byte{}, nil},
 		{"0X", []byte{}, nil},
 		{"0x02", []byte{0x02}, nil},
