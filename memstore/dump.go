@@ -227,8 +227,10 @@ func wrongBlockHash(line []byte, err error) error {
 
 // Save writes the stored blocks as a dump that Load reads back into the
 // same chain: the canonical chain by number, then the other blocks by
-// number, marked "canonical": false. The pending block and the safe and
-// finalized marks are not part of the format.
+// number, marked "canonical": false. The pending block, the safe and
+// finalized marks, and a chain id set with SetChainID are not part of the
+// format: a chain none of whose transactions is signed for its id (EIP-155
+// and later) loads back without one.
 func (s *Store) Save(w io.Writer) error {
 	// A snapshot: what an entry points to is replaced, never changed, so
 	// the values taken under the lock stay valid after it, as long as the

@@ -3,12 +3,14 @@
 //
 //	geth export chain.rlp                      # on the node
 //	GOWORK=off go run ./cmd/geth2dump -genesis genesis.json -rlp chain.rlp -out dump.jsonl
-//	go run ./examples/server -chain dump.jsonl # from the repository root
+//	go run ./examples/server -chain dump.jsonl -chainid N # from the repository root
 //
 // The genesis file is the one the node was initialised with: it gives the
 // genesis block, which an export may leave out, and the chain id, which
 // recovers the transactions' senders. Every block goes through memstore,
-// which checks each hash and size against its own computation.
+// which checks each hash and size against its own computation. The dump
+// holds the chain id only in the transactions signed for it: geth2dump
+// prints it, for the server's -chainid.
 package main
 
 import (
@@ -58,5 +60,9 @@ func run(genesisPath, chainPath, outPath string) error {
 		defer f.Close()
 		w = f
 	}
-	return store.Save(w)
+	if err := store.Save(w); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "geth2dump: chain id %v: serve the dump with -chainid %[1]v\n", genesis.Config.ChainID)
+	return nil
 }
