@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
@@ -714,11 +716,14 @@ func testConcurrentReaders(t *testing.T, s Store) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var reads atomic.Int64
+	var readers atomic.Int32
 	errs := make(chan error, 8)
 	for r := range 4 {
 		wg.Add(1)
+		readers.Add(1)
 		go func() {
 			defer wg.Done()
+			defer readers.Add(-1)
 			for i := 0; !stop.Load(); i++ {
 				if i%4 == 0 {
 					b, err := s.BlockByNumber(ctx, backend.Latest)
@@ -755,6 +760,16 @@ func testConcurrentReaders(t *testing.T, s Store) {
 			head = bb.Head()
 		}
 		writeBlock(t, s, ref, head, true)
+		// Every reorganisation meets reads: a fast store would otherwise
+		// make all forty before a reader is scheduled, and check nothing.
+		at, deadline := reads.Load(), time.Now().Add(10*time.Second)
+		for reads.Load() == at && readers.Load() > 0 {
+			if time.Now().After(deadline) {
+				t.Errorf("no read ended in the 10 s after reorganisation %d", i+1)
+				break
+			}
+			runtime.Gosched()
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
