@@ -22,6 +22,7 @@ import (
 	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
+	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/blockrpc/blockrpc/internal/answertest"
 	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/internal/synth"
@@ -285,6 +286,91 @@ func TestCorruptBlock(t *testing.T) {
 		t.Errorf("the log does not report the damaged file %s:\n%s", filepath.Base(file), log.Bytes())
 	}
 	t.Logf("damaged block %d, at byte %d of %s: reads failed for blocks %v", damaged, at, filepath.Base(file), failed)
+}
+
+// TestMisplacedRecord writes a block's record under another block's
+// key, and changes the hash a record keeps for one of its transactions,
+// through Pebble, whose checksums then hold, as a bad copy of the files
+// or a write to the wrong key would leave them: every read of those
+// blocks fails as corrupt, lent or decoded, where the misplaced block was
+// served for the other, and the transaction with a hash not its own.
+func TestMisplacedRecord(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, nil)
+	ch := chaintest.New(chaintest.Config{Seed: 6})
+	ch.AddBlocks(20, chaintest.Txs(3))
+	for n := uint64(0); n <= 20; n++ {
+		if err := s.AddBlock(ch.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	value := func(n uint64) []byte {
+		v, found, err := get(s.db, canonicalKey(n))
+		if err != nil || !found {
+			t.Fatalf("block %d's entry: %v, found %v", n, err, found)
+		}
+		return bytes.Clone(v)
+	}
+	set := func(n uint64, v []byte) {
+		if err := s.db.Set(canonicalKey(n), v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	borrow := func(_ *backend.Block, txs backend.TransactionDecoder) error {
+		var tx backend.Transaction
+		for {
+			more, err := txs.DecodeNext(&tx)
+			if !more {
+				return err
+			}
+		}
+	}
+	check := func(what string, number backend.BlockNumber, hash backend.Hash) {
+		t.Helper()
+		reads := map[string]error{}
+		_, reads["BlockByNumber"] = s.BlockByNumber(ctx, number)
+		reads["LendBlockByNumber"] = s.LendBlockByNumber(ctx, number, borrow)
+		_, reads["BlockByHash"] = s.BlockByHash(ctx, hash)
+		reads["LendBlockByHash"] = s.LendBlockByHash(ctx, hash, borrow)
+		for read, err := range reads {
+			if !errors.Is(err, errCorrupt) && !errors.Is(err, record.ErrCorrupt) {
+				t.Errorf("%s: %s: %v, want the record found corrupt", what, read, err)
+			}
+		}
+	}
+
+	// Block 9's entry, hash and record, at number 12.
+	v9, v12 := value(9), value(12)
+	set(12, v9)
+	_, err := s.BlockByNumber(ctx, 12)
+	if !errors.Is(err, errCorrupt) {
+		t.Errorf("block 12, its entry block 9's: %v, want the record found corrupt", err)
+	}
+	if err := s.LendBlockByNumber(ctx, 12, borrow); !errors.Is(err, errCorrupt) {
+		t.Errorf("block 12 lent, its entry block 9's: %v, want the record found corrupt", err)
+	}
+	// Block 12's hash, with block 9's record.
+	set(12, append(v12[:32:32], v9[32:]...))
+	check("block 12's entry holding block 9's record", 12, ch.Block(12).Hash)
+	set(12, v12)
+
+	// The last transaction of block 15 with another hash than the one
+	// kept for it: its own hash is the last of the two in the entry.
+	b := ch.Block(15)
+	last := b.Transactions[len(b.Transactions)-1].Hash
+	v15 := value(15)
+	at := bytes.LastIndex(v15, last[:])
+	if at < 0 || at == bytes.Index(v15, last[:]) {
+		t.Fatal("the transaction's hash is not twice in block 15's entry")
+	}
+	v15[at+5] ^= 0x01
+	set(15, v15)
+	check("block 15 with a transaction's hash changed", 15, b.Hash)
+	for _, n := range []backend.BlockNumber{9, 14, 16} {
+		if _, err := s.BlockByNumber(ctx, n); err != nil {
+			t.Errorf("block %d, undamaged: %v", n, err)
+		}
+	}
 }
 
 // TestDiskFailsFlushes has the disk refuse the writes of Pebble's tables

@@ -362,6 +362,9 @@ func (w *write) stored(hash backend.Hash) (*entry, uint64, error) {
 	if !found {
 		return nil, 0, fmt.Errorf("block %d (%s): %w", number, hash, errCorrupt)
 	}
+	if err := (blockRef{number: number, hash: hash}).holds(r.block); err != nil {
+		return nil, 0, err
+	}
 	if !r.complete() {
 		v, found, err := get(w.batch, tdKey(number, hash))
 		if err != nil {
