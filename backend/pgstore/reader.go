@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -413,9 +414,12 @@ func (r *Reader) BlockByNumber(ctx context.Context, number backend.BlockNumber) 
 			return nil, backend.ErrNotFound
 		}
 		b, err := r.BlockByHash(ctx, st.latestHash)
-		if errors.Is(err, backend.ErrNotFound) {
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
 			// Blocks are never deleted: the server read is behind.
 			return nil, fmt.Errorf("pgstore: the latest block %s has no row: the server read is behind the head row polled (a standby further behind), or rows were deleted", st.latestHash)
+		case err == nil && b.Number != st.latest:
+			return nil, fmt.Errorf("pgstore: the head row's latest block is %d, and its hash names block %d (%s): %w", st.latest, b.Number, b.Hash, record.ErrCorrupt)
 		}
 		return b, err
 	case backend.Earliest, backend.Safe, backend.Finalized:
@@ -536,6 +540,9 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	if err != nil {
 		return nil, false, err
 	}
+	if b.Number != n {
+		return nil, false, fmt.Errorf("pgstore: canonical block %d: its row names block %d (%s): %w", n, b.Number, b.Hash, record.ErrCorrupt)
+	}
 	if !polled {
 		r.cache.addHint(n, h, st.reorgVersion)
 	}
@@ -570,6 +577,11 @@ func (r *Reader) decodeBlock(hash backend.Hash, td, body []byte) (*backend.Block
 	if err != nil {
 		return nil, fmt.Errorf("block %s: %w", hash, err)
 	}
+	if b.Hash != hash {
+		// A row restored from another, or changed by hand: served, it
+		// would answer for a block it is not.
+		return nil, fmt.Errorf("block %s: its row holds the record of block %d (%s): %w", hash, b.Number, b.Hash, record.ErrCorrupt)
+	}
 	if b.TotalDifficulty, err = decodeTD(td); err != nil {
 		return nil, fmt.Errorf("block %s: %w", hash, err)
 	}
@@ -596,6 +608,9 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 	}
 	var td, header []byte
 	err := r.pool.QueryRow(ctx, `SELECT td, header FROM uncles WHERE block_hash = $1 AND idx = $2`, hash[:], int32(index)).Scan(&td, &header)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, r.noUncleRow(ctx, hash, index)
+	}
 	if err != nil {
 		return nil, r.readError(ctx, err)
 	}
@@ -610,6 +625,25 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 		r.cache.add(key, u, len(header))
 	}
 	return u, nil
+}
+
+// noUncleRow is the error of an uncle without a row: ErrNotFound, unless
+// the block's record lists it, when its row was deleted. A block's row and
+// its uncles' are written in one transaction: a standby has both or
+// neither.
+func (r *Reader) noUncleRow(ctx context.Context, hash backend.Hash, index uint64) error {
+	var body []byte
+	if err := r.pool.QueryRow(ctx, `SELECT body FROM blocks WHERE hash = $1`, hash[:]).Scan(&body); err != nil {
+		return r.readError(ctx, err)
+	}
+	b, _, err := record.DecodeHeader(body)
+	switch {
+	case err != nil:
+		return fmt.Errorf("block %s: %w", hash, err)
+	case index < uint64(len(b.Uncles)):
+		return fmt.Errorf("pgstore: uncle %d of block %s, which its record lists, has no row: rows deleted", index, hash)
+	}
+	return backend.ErrNotFound
 }
 
 // readError turns no row into backend.ErrNotFound, and keeps the context's

@@ -535,6 +535,57 @@ func TestReaderMissingRow(t *testing.T) {
 	}
 }
 
+// TestReaderMisplacedRecord gives rows the record of another block, as a
+// restore of the wrong rows or a hand-made change would: block 12's row
+// block 9's record, the canonical row of 13 block 9's hash, and the head
+// row's latest hash block 5's; and deletes an uncle's row. Each read of
+// them is an error, where block 9 was served for the others, and the
+// uncle that block 6's record lists was said not to exist.
+func TestReaderMisplacedRecord(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, &pgstore.Options{CacheBytes: -1})
+	s.addMain(t, w, 20)
+	r, err := pgstore.OpenReader(ctx, url, &pgstore.Options{Schema: schema, CacheBytes: -1, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	conn := pgtest.Connect(t, url)
+	table := func(name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hash := func(n uint64) []byte { h := s.main.Block(n).Hash; return h[:] }
+	exec(`UPDATE `+table("blocks")+` SET body = (SELECT body FROM `+table("blocks")+` WHERE hash = $1) WHERE hash = $2`, hash(9), hash(12))
+	exec(`UPDATE `+table("canonical")+` SET hash = $1 WHERE number = 13`, hash(9))
+	exec(`UPDATE `+table("head")+` SET latest_hash = $1, version = version + 1`, hash(5))
+	exec(`DELETE FROM `+table("uncles")+` WHERE block_hash = $1`, hash(6))
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]error{}
+	_, reads["block 12 by hash"] = r.BlockByHash(ctx, s.main.Block(12).Hash)
+	_, reads["block 12 by number"] = r.BlockByNumber(ctx, 12)
+	_, reads["block 13 by number"] = r.BlockByNumber(ctx, 13)
+	_, reads["the latest block"] = r.BlockByNumber(ctx, backend.Latest)
+	_, reads["uncle 0 of block 6"] = r.UncleByBlockHashAndIndex(ctx, s.main.Block(6).Hash, 0)
+	for what, err := range reads {
+		if err == nil || errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("%s: %v, want an error", what, err)
+		}
+	}
+	if _, err := r.UncleByBlockHashAndIndex(ctx, s.main.Block(6).Hash, 1); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("uncle 1 of block 6, which has one: %v, want ErrNotFound", err)
+	}
+	if b, err := r.BlockByNumber(ctx, 9); err != nil || b.Hash != s.main.Block(9).Hash {
+		t.Errorf("block 9: %v", err)
+	}
+}
+
 // TestReaderPollStuck holds a lock on the pending block's table, which
 // the head row's poll reads, while reads find blocks written after the
 // last poll and poll in their turn: a read waiting for another's poll
