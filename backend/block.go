@@ -135,7 +135,9 @@ func (b *Block) AppendJSON(dst []byte, fullTx bool) []byte {
 // with its transactions decoded from txs one at a time: what AppendJSON
 // writes for the block with its Transactions filled in. A nil txs is a
 // block that holds its transactions itself, and AppendJSON's answer. The
-// error is txs's, and dst then holds part of an object.
+// error is txs's, or a *MismatchError for a transaction whose hash is not
+// the one the block's TransactionHashes give for it; dst then holds part
+// of an object.
 func (b *Block) AppendLentJSON(dst []byte, fullTx bool, txs TransactionDecoder) ([]byte, error) {
 	if b.Transactions != nil {
 		txs = nil
@@ -160,6 +162,20 @@ func (b Block) MarshalJSON() ([]byte, error) {
 	return b.AppendJSON(nil, true), nil
 }
 
+// lentHashMismatch is the error of lent transaction i, whose hash is not
+// hashes[i], or which is past them (tx nil: the transactions ended
+// before them).
+func lentHashMismatch(hashes []Hash, i int, tx *Transaction) error {
+	if tx == nil {
+		return &MismatchError{Field: "transactions", Given: fmt.Sprintf("%d transactions", i), Computed: fmt.Sprintf("%d (the block's transactionHashes)", len(hashes))}
+	}
+	want := fmt.Sprintf("none (the block has %d transactions)", len(hashes))
+	if i < len(hashes) {
+		want = hashes[i].String() + " (the block's transactionHashes)"
+	}
+	return &MismatchError{Field: fmt.Sprintf("transactions[%d].hash", i), Given: tx.Hash.String(), Computed: want}
+}
+
 func (b *Block) appendTransactions(dst []byte, p *objectParts) []byte {
 	dst = append(dst, `"transactions":[`...)
 	pos := txPosition{
@@ -174,8 +190,17 @@ func (b *Block) appendTransactions(dst []byte, p *objectParts) []byte {
 		var tx Transaction
 		for {
 			more, err := p.txs.DecodeNext(&tx)
+			if err == nil && !more && b.TransactionHashes != nil && int(pos.index) != len(b.TransactionHashes) {
+				err = lentHashMismatch(b.TransactionHashes, int(pos.index), nil)
+			}
 			if err != nil || !more {
 				p.err = err
+				break
+			}
+			if hashes := b.TransactionHashes; hashes != nil && (int(pos.index) >= len(hashes) || tx.Hash != hashes[pos.index]) {
+				// Served without details, the block names other
+				// transactions than these: a damaged record.
+				p.err = lentHashMismatch(hashes, int(pos.index), &tx)
 				break
 			}
 			if p.fullTx {

@@ -567,6 +567,51 @@ func TestBlockWithoutTransactionDetails(t *testing.T) {
 	}
 }
 
+// txList lends transactions one at a time, as a Lender's decoder does.
+type txList []*backend.Transaction
+
+func (l *txList) DecodeNext(tx *backend.Transaction) (bool, error) {
+	if len(*l) == 0 {
+		return false, nil
+	}
+	*tx, *l = *(*l)[0], (*l)[1:]
+	return true, nil
+}
+
+// TestLentTransactionHashes lends a block with its transaction hashes and
+// a decoder of its transactions, as a store whose records keep both does:
+// written with details, a transaction whose hash is not the one the block
+// names for it, or transactions fewer or more than the hashes, are an
+// error, not an answer whose hashes differ as the details are asked for.
+func TestLentTransactionHashes(t *testing.T) {
+	b := pragueBlock()
+	hashes := backend.TransactionHashes(b.Transactions)
+	lend := func(hashes []backend.Hash, txs []*backend.Transaction) ([]byte, error) {
+		lent := *b
+		lent.Transactions, lent.TransactionHashes = nil, hashes
+		l := txList(txs)
+		return lent.AppendLentJSON(nil, true, &l)
+	}
+	if got, err := lend(hashes, b.Transactions); err != nil || !bytes.Equal(got, b.AppendJSON(nil, true)) {
+		t.Fatalf("lent with its hashes: %v\n got  %.200s\n want %.200s", err, got, b.AppendJSON(nil, true))
+	}
+	other := slices.Clone(hashes)
+	other[1][0] ^= 1
+	var mismatch *backend.MismatchError
+	for what, c := range map[string]struct {
+		hashes []backend.Hash
+		txs    []*backend.Transaction
+	}{
+		"a hash changed":        {other, b.Transactions},
+		"a transaction missing": {hashes, b.Transactions[:len(b.Transactions)-1]},
+		"a transaction more":    {hashes[:len(hashes)-1], b.Transactions},
+	} {
+		if _, err := lend(c.hashes, c.txs); !errors.As(err, &mismatch) {
+			t.Errorf("%s: %v, want a *MismatchError", what, err)
+		}
+	}
+}
+
 func TestUncleRoundTrip(t *testing.T) {
 	for name, u := range syntheticUncles() {
 		t.Run(name, func(t *testing.T) {

@@ -95,6 +95,37 @@ func lentJSON(rec []byte, fullTx bool) ([]byte, error) {
 	return b.AppendLentJSON(nil, fullTx, txs.Reader(b.BaseFeePerGas))
 }
 
+// TestSplitTransactionHashChanged changes a byte of a transaction's own
+// hash in a record that keeps the transactions' hashes beside them, as
+// pebblestore writes it: Decode refuses the record, and a block split
+// from it is not written with details either, a transaction carrying a
+// hash that is not the one the block names for it.
+func TestSplitTransactionHashChanged(t *testing.T) {
+	for _, s := range blocksample.Synth(3, 5) {
+		if len(s.Block.Transactions) == 0 {
+			continue
+		}
+		b := s.Block.Copy()
+		b.TransactionHashes = backend.TransactionHashes(b.Transactions)
+		rec := record.Append(nil, b, s.Uncles)
+		last := b.Transactions[len(b.Transactions)-1].Hash
+		at := bytes.LastIndex(rec, last[:]) // the transaction's, after the list
+		if at < 0 || at == bytes.Index(rec, last[:]) {
+			t.Fatalf("block %d: the last transaction's hash is not twice in the record", b.Number)
+		}
+		rec[at+16] ^= 1
+		if _, _, err := record.Decode(rec); !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("block %d: Decode: %v, want ErrCorrupt", b.Number, err)
+		}
+		if _, err := lentJSON(rec, true); !errors.As(err, new(*backend.MismatchError)) {
+			t.Errorf("block %d split and written with details: %v, want a mismatch", b.Number, err)
+		}
+		if got, err := lentJSON(rec, false); err != nil || !bytes.Equal(got, b.AppendJSON(nil, false)) {
+			t.Errorf("block %d split and written without details, from the hashes: %v", b.Number, err)
+		}
+	}
+}
+
 // TestSplit writes every block of TestRecordRoundTrip lent from its
 // record as Decode's block is written, in both forms, and finds the front
 // whole: only the transactions are left encoded, with their hashes when
