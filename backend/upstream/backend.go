@@ -332,9 +332,10 @@ func (b *Backend) endpointFailed(ctx context.Context, ep *endpoint, what string,
 }
 
 // endpointAnswered records a success, of a block read when read is set,
-// and logs the recovery of an endpoint that was failing.
-func (b *Backend) endpointAnswered(ctx context.Context, ep *endpoint, read bool) {
-	if failures := ep.succeeded(read); failures > 0 {
+// of a request sent at sent, and logs the recovery of an endpoint that was
+// failing.
+func (b *Backend) endpointAnswered(ctx context.Context, ep *endpoint, read bool, sent time.Time) {
+	if failures := ep.succeeded(read, sent); failures > 0 {
 		b.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "upstream: endpoint recovered", slog.String("endpoint", ep.name), slog.Int("after_failures", failures))
 	}
 }
@@ -539,6 +540,7 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 		// other reader shares runs on its caller's context alone.
 		actx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 		endsWithClose := context.AfterFunc(b.flight.life, cancel)
+		sent := time.Now()
 		got, err := get(actx, ep)
 		if err == nil && got != nil {
 			err = b.settleTotalDifficulty(actx, ep, got)
@@ -557,12 +559,12 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:
 			if !known {
-				b.endpointAnswered(ctx, ep, true)
+				b.endpointAnswered(ctx, ep, true, sent)
 				return nil, backend.ErrNotFound
 			}
 			nulls++
 		default:
-			b.endpointAnswered(ctx, ep, true)
+			b.endpointAnswered(ctx, ep, true, sent)
 			return got, nil
 		}
 	}

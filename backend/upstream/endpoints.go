@@ -22,6 +22,10 @@ type endpoint struct {
 	// readFailed is set when the last failure was a block read's: an
 	// answer to a poll does not end it, only a block read that succeeds.
 	readFailed bool
+	// failedAt is when the last failure was recorded: the answer to a
+	// request sent before it (a poll under way as a read got a 429) does
+	// not end it.
+	failedAt time.Time
 	// head is the number of its latest block at the last poll, and
 	// finalized its finalized block then, if it had one.
 	head      uint64
@@ -57,6 +61,7 @@ func (e *endpoint) failed(err error, now time.Time, read bool) int {
 	e.failures++
 	e.lastErr = err
 	e.skipUntil = now.Add(wait)
+	e.failedAt = now
 	return e.failures
 }
 
@@ -64,11 +69,13 @@ func (e *endpoint) failed(err error, now time.Time, read bool) int {
 // read is set, and returns how many failures in a row it ends. An endpoint
 // whose block reads fail (a node that serves blocks that do not verify, or
 // fails to serve them) answers polls all the same: only a read ends those
-// failures, so that its wait keeps growing.
-func (e *endpoint) succeeded(read bool) int {
+// failures, so that its wait keeps growing. sent is when the request was
+// sent: one sent before the last failure says nothing of the endpoint
+// since.
+func (e *endpoint) succeeded(read bool, sent time.Time) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.readFailed && !read {
+	if e.readFailed && !read || sent.Before(e.failedAt) {
 		return 0
 	}
 	ended := e.failures

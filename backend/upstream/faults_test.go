@@ -242,6 +242,59 @@ func askedPrimary(t *testing.T, up *upstream.Backend, primary *fakeNode) bool {
 	return primary.Calls("eth_getBlockByHash") > before
 }
 
+// TestRetryAfterOutlastsAnEarlierPoll holds a poll of the primary under
+// way while a read gets a 429 with Retry-After: 5, then lets the poll be
+// answered: the answer to a request sent before the 429 does not end the
+// wait it asked for, and nothing more reaches the primary meanwhile. It
+// used to make the primary healthy again, and the polls after it went
+// straight back to it (TestRateLimited met this by chance on a loaded
+// machine).
+func TestRetryAfterOutlastsAnEarlierPoll(t *testing.T) {
+	store := faultChain(t)
+	primary, secondary := newFakeNode(t, store), newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: 10 * time.Millisecond}, primary.URL, secondary.URL)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var holding, limited, afterLimit atomic.Bool
+	var early atomic.Int32
+	primary.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if afterLimit.Load() {
+			early.Add(1)
+		}
+		byHash := asksFor(r, "eth_getBlockByHash")
+		if !byHash && holding.CompareAndSwap(false, true) {
+			close(held)
+			<-release // a poll, answered after the 429
+			return false
+		}
+		if byHash && limited.CompareAndSwap(false, true) {
+			w.Header().Set("Retry-After", "5")
+			http.Error(w, "rate limited", http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	})
+	<-held
+	if _, err := up.BlockByHash(context.Background(), storeBlock(t, store, 7).Hash); err != nil {
+		t.Fatalf("a block while the primary is rate limited: %v", err)
+	}
+	if !limited.Load() {
+		t.Fatal("the primary was not asked for the block")
+	}
+	afterLimit.Store(true)
+	close(release)
+	// Time for the held poll's answer to be taken, and for the polls
+	// after it to reach the primary if the wait had ended: well within
+	// the 5 s asked for.
+	time.Sleep(time.Second)
+	if st := up.Status()[0]; st.Healthy || !strings.Contains(st.LastError, "429") {
+		t.Errorf("the primary 1 s into its 5 s Retry-After, a poll sent before the 429 answered since: %+v", st)
+	}
+	if n := early.Load(); n > 0 {
+		t.Errorf("%d requests reached the primary within its Retry-After", n)
+	}
+}
+
 // TestSlowEndpoint makes the primary answer block requests after 5 s, far
 // past Config.Timeout (500 ms): a request with a deadline of 4 s gets its
 // block from the secondary within it.

@@ -173,6 +173,7 @@ func orNoBlock(err error) error {
 // those that answered and keep up.
 func (b *Backend) poll(ctx context.Context) error {
 	results := make([]polled, len(b.eps))
+	sent := time.Now()
 	var wg sync.WaitGroup
 	for i, ep := range b.eps {
 		if ep.isWrongChain() {
@@ -206,7 +207,7 @@ func (b *Backend) poll(ctx context.Context) error {
 			b.endpointFailed(ctx, r.ep, "poll", r.err, now, false)
 			continue
 		}
-		b.endpointAnswered(ctx, r.ep, false)
+		b.endpointAnswered(ctx, r.ep, false, sent)
 		r.ep.setHead(r.head.number, r.finalized.ref())
 	}
 	// The view is the first endpoint's, in the order of preference, that
