@@ -453,7 +453,7 @@ func TestStaleHeadRefused(t *testing.T) {
 	ctx := context.Background()
 	store := faultChain(t)
 	node := newFakeNode(t, store)
-	up := openUp(t, upstream.Config{PollInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond}, node.URL)
+	up := openUp(t, upstream.Config{PollInterval: 20 * time.Millisecond, Timeout: time.Second}, node.URL)
 	latest, err := up.BlockByNumber(ctx, backend.Latest)
 	if err != nil {
 		t.Fatal(err)
@@ -908,7 +908,7 @@ func TestViewFromEndpointWithoutFinality(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, plain := newFakeNode(t, withFinality), newFakeNode(t, copyStore(t, a.Store(), nil))
-	const poll, timeout = 20 * time.Millisecond, 200 * time.Millisecond
+	const poll, timeout = 20 * time.Millisecond, time.Second
 	up := openUp(t, upstream.Config{PollInterval: poll, Timeout: timeout}, good.URL, plain.URL)
 	ctx := context.Background()
 	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
