@@ -231,7 +231,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{root: root, Dir: filepath.Join(root, "data"), cred: cred}
-	if err := s.run("initdb", "-D", s.Dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
+	// With data checksums, as pgstore's README advises: records carry no
+	// checksum of their own.
+	if err := s.run("initdb", "-D", s.Dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync", "--data-checksums"); err != nil {
 		os.RemoveAll(root)
 		return nil, err
 	}
