@@ -16,8 +16,9 @@ import (
 )
 
 // Limit is a rate of calls: Rate calls a second on average, and up to Burst
-// at once. A zero Limit allows nothing; Rate set to math.Inf(1) allows
-// everything. A negative or NaN Rate, or a negative Burst, is refused: the
+// at once. A zero Limit allows nothing, and so does a Burst of 0 whatever
+// the Rate, as golang.org/x/time/rate's Limiter; Rate set to math.Inf(1)
+// allows everything. A negative or NaN Rate, or a negative Burst, is refused: the
 // handler answers 503 and logs it, as it does for a failing limiter.
 type Limit struct {
 	Rate  float64
@@ -167,6 +168,9 @@ func (h *Handler) allow(ctx context.Context, a *answerWriter, c caller, body []b
 		a.answerStatus = http.StatusTooManyRequests
 		a.w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retryAfter.Seconds())), 10))
 		code, message = codeLimitExceeded, "request rate exceeded"
+	case limit.Burst == 0:
+		a.answerStatus = http.StatusTooManyRequests
+		code, message = codeLimitExceeded, "request rate exceeded: the limit allows no call (its burst is 0)"
 	case calls > limit.Burst:
 		a.answerStatus = http.StatusTooManyRequests
 		code, message = codeLimitExceeded, fmt.Sprintf("request rate exceeded: %d calls at once are more than the limit allows (%d)", calls, limit.Burst)

@@ -69,6 +69,19 @@ func TestLimiterRateZero(t *testing.T) {
 	}
 }
 
+// TestLimiterBurstZero gives a rate without a burst, a mistake easily made
+// (golang.org/x/time/rate's Limiter allows nothing with a burst of 0,
+// whatever its rate): the refusal says why, where it said "1 calls at
+// once are more than the limit allows (0)".
+func TestLimiterBurstZero(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 100}))
+	resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, latestBlock, "Content-Type", "application/json"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Errorf("a call under a limit of burst 0: status %d, Retry-After %q; want 429 and none", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	checkError(t, parseAnswer(t, out), -32005, "request rate exceeded: the limit allows no call (its burst is 0)")
+}
+
 // TestLimiterCountsEveryCallOfABatch checks that a batch takes one unit
 // per call and is refused whole, running nothing, when the units left are
 // fewer than its calls.
