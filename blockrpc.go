@@ -26,12 +26,17 @@ package blockrpc
 import "github.com/blockrpc/blockrpc/backend"
 
 // Service answers block queries from a Backend. It is safe for concurrent
-// use, and holds no state of its own.
+// use, and holds no state of its own but its Backend: make one with
+// NewService.
 type Service struct {
 	backend backend.Backend
 }
 
-// NewService returns a Service reading from b.
+// NewService returns a Service reading from b. It panics if b is nil, a
+// mistake that would otherwise show only as every request failing.
 func NewService(b backend.Backend) *Service {
+	if b == nil {
+		panic("blockrpc: NewService of a nil Backend")
+	}
 	return &Service{backend: b}
 }

@@ -33,7 +33,7 @@ func TestUnknownErrorsStayInTheLog(t *testing.T) {
 	var logs bytes.Buffer
 	var sawRequest []bool
 	logger := slog.New(contextHandler{slog.NewTextHandler(&logs, nil), &sawRequest})
-	h := NewHandler(NewService(nil), WithKeys(AnyKey), WithLogger(logger))
+	h := NewHandler(&Service{}, WithKeys(AnyKey), WithLogger(logger)) // its methods replaced below
 	h.methods = map[string]method{
 		"secret_error": func(context.Context, []byte, []byte) ([]byte, error) {
 			return nil, errors.New("dial tcp 10.1.2.3:5432: password authentication failed")

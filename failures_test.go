@@ -293,3 +293,15 @@ type timedOutBackend struct{ failingBackend }
 func (timedOutBackend) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
 	return nil, fmt.Errorf("every endpoint: %w", context.DeadlineExceeded)
 }
+
+// TestNewServiceOfNilBackend checks that a Service without a Backend is
+// refused where it is made, not found out as every request fails with a
+// crash answered -32603.
+func TestNewServiceOfNilBackend(t *testing.T) {
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "nil Backend") {
+			t.Errorf("NewService(nil) recovered %v, want a panic naming the nil Backend", p)
+		}
+	}()
+	blockrpc.NewService(nil)
+}

@@ -54,8 +54,8 @@ type KeyLimits interface {
 // that have none of their own (see KeyLimits). Past it a request is
 // refused with HTTP 429 and JSON-RPC error -32005, as hosted providers
 // answer, with a Retry-After header unless waiting cannot help (more calls
-// at once than the burst, or a rate of 0 spent). Without it, nothing is
-// limited.
+// at once than the burst, or a rate of 0 spent). Without it, or with a nil
+// l, nothing is limited.
 func WithLimiter(l Limiter, byDefault Limit) Option {
 	return func(c *config) { c.limiter, c.defaultLimit = l, byDefault }
 }
