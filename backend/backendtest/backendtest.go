@@ -49,7 +49,8 @@ type Store interface {
 // forms, each of their uncles, the blocks named by extra hashes (side
 // blocks, say), the tags and the chain id; and that both refuse the same
 // requests with backend.ErrNotFound (a number past the head, an unknown
-// hash, an uncle index past the last).
+// hash, an uncle index past the last); and that got's lookups of stored
+// blocks fail with a canceled context.
 func TestBackend(t *testing.T, got, want backend.Backend, extra ...backend.Hash) {
 	t.Helper()
 	ctx := context.Background()
@@ -72,7 +73,28 @@ func TestBackend(t *testing.T, got, want backend.Backend, extra ...backend.Hash)
 		c.byHash(h)
 	}
 	c.tagsAndEdges(last.Number)
+	checkCanceled(t, got, first.Number, last.Hash)
 	t.Logf("%d answers compared, blocks %d to %d", c.compared, first.Number, last.Number)
+}
+
+// checkCanceled checks that b's lookups of block number, of the block of
+// hash and of its first uncle fail with a canceled context, as the
+// Backend's contract asks: a Backend that ignores its context holds a
+// request its client left.
+func checkCanceled(t *testing.T, b backend.Backend, number uint64, hash backend.Hash) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	checks := map[string]error{}
+	_, checks["ChainID"] = b.ChainID(ctx)
+	_, checks["BlockByNumber"] = b.BlockByNumber(ctx, backend.BlockNumber(number))
+	_, checks["BlockByHash"] = b.BlockByHash(ctx, hash)
+	_, checks["UncleByBlockHashAndIndex"] = b.UncleByBlockHashAndIndex(ctx, hash, 0)
+	for method, err := range checks {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a canceled context: %v, want context.Canceled", method, err)
+		}
+	}
 }
 
 // comparer compares the answers of two backends.

@@ -673,19 +673,8 @@ func testChainID(t *testing.T, open func(*testing.T) Store) {
 func testCanceled(t *testing.T, s Store) {
 	ref := buildChain(everyFork, 4).Store()
 	copyChain(t, s, ref)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	head, _ := ref.BlockByNumber(context.Background(), backend.Latest)
-	checks := map[string]error{}
-	_, checks["ChainID"] = s.ChainID(ctx)
-	_, checks["BlockByNumber"] = s.BlockByNumber(ctx, 1)
-	_, checks["BlockByHash"] = s.BlockByHash(ctx, head.Hash)
-	_, checks["UncleByBlockHashAndIndex"] = s.UncleByBlockHashAndIndex(ctx, head.Hash, 0)
-	for method, err := range checks {
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("%s with a canceled context: %v, want context.Canceled", method, err)
-		}
-	}
+	checkCanceled(t, s, 1, head.Hash)
 }
 
 // testConcurrentReaders reads while a writer switches the chain between

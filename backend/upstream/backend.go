@@ -352,6 +352,9 @@ func (b *Backend) ChainID(ctx context.Context) (uint64, error) {
 // finalized block is cached by number; any other is asked of the
 // endpoints.
 func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber) (*backend.Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // a request its client left, whatever the cache holds
+	}
 	v := b.view.Load()
 	var tagged *ref
 	switch number {
@@ -454,6 +457,9 @@ func (b *Backend) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.
 // parent. Whether it saw it is asked only on a miss, off the path of the
 // answers the cache gives.
 func (b *Backend) byHash(ctx context.Context, hash backend.Hash) (*verified, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if b.cache != nil {
 		if c := b.cache.get(hash); c != nil {
 			return c, nil
