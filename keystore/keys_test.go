@@ -228,7 +228,9 @@ func TestKeysOutage(t *testing.T) {
 	store := &flaky{Store: keystore.NewMemory()}
 	secret, _ := addKey(t, store, "known", 0, 0)
 	var log syncbuf.Buffer
-	const stale = 300 * time.Millisecond
+	// Long enough that a stalled goroutine does not pass it between the
+	// outage seen and the checks made within it.
+	const stale = 2 * time.Second
 	keys, err := keystore.Open(context.Background(), store, keystore.Options{
 		Refresh: 20 * time.Millisecond, Stale: stale, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 	})
@@ -253,7 +255,7 @@ func TestKeysOutage(t *testing.T) {
 		t.Errorf("the log does not tell of the outage:\n%s", log.String())
 	}
 
-	waitFor(t, 2*time.Second, "requests refused past the bound", func() bool { return status(t, srv, secret, blockNumber) == http.StatusServiceUnavailable })
+	waitFor(t, 2*stale, "requests refused past the bound", func() bool { return status(t, srv, secret, blockNumber) == http.StatusServiceUnavailable })
 	if err := keys.Health(); !errors.Is(err, keystore.ErrStale) {
 		t.Errorf("Health past the bound: %v, want ErrStale", err)
 	}

@@ -160,10 +160,14 @@ func TestFollowProgressStoreFails(t *testing.T) {
 	f := startFollower(t, dst, newFakeNode(t, b.Store()), upstream.FollowConfig{})
 	waitSynced(t, f, dst, b.Store())
 	dst.flaky.Store(true)
-	for deadline := time.Now().Add(30 * testPoll); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	// Watched until the follower has read the latest block at least four
+	// times while flaky, two of them failed, and for 30 polls at least.
+	least, deadline := time.Now().Add(30*testPoll), time.Now().Add(untilTimeout)
+	for time.Now().Before(least) || dst.latestReads.Load() < 4 && time.Now().Before(deadline) {
 		if h := f.Progress().Height; h != 10 {
 			t.Fatalf("Progress reports height %d while the store holds block 10 (%d reads of its latest block)", h, dst.latestReads.Load())
 		}
+		time.Sleep(time.Millisecond)
 	}
 	if dst.latestReads.Load() < 4 {
 		t.Fatalf("%d reads of the latest block while it was flaky: the test sees nothing", dst.latestReads.Load())
