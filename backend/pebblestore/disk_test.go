@@ -370,6 +370,37 @@ func TestMisplacedRecord(t *testing.T) {
 	}
 }
 
+// TestCanonicalKeyDamaged writes a canonical entry whose key is not a
+// block number past the others, as a damaged key would read: the store
+// refuses to open, where it took its chain to end at block 0.
+func TestCanonicalKeyDamaged(t *testing.T) {
+	s := openTest(t, nil)
+	ch := chaintest.New(chaintest.Config{Seed: 6})
+	ch.AddBlocks(5, nil)
+	for n := uint64(0); n <= 5; n++ {
+		if err := s.AddBlock(ch.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, _, err := get(s.db, canonicalKey(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Set([]byte{prefixCanonical, 0xff, 0, 0, 0, 0, 0, 0}, v, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := s.Dir()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Open(dir, nil); !errors.Is(err, errCorrupt) || !strings.Contains(err.Error(), "not a block number") {
+		if err == nil {
+			again.Close()
+		}
+		t.Errorf("a store with a canonical key of 7 bytes opened: %v, want it refused as corrupt", err)
+	}
+}
+
 // TestDiskFailsFlushes has the disk refuse the writes of Pebble's tables
 // while a chain is imported, as a full disk does. Pebble keeps trying its
 // flushes, and would make a write wait for good once its memory tables are

@@ -356,7 +356,7 @@ func (s *Store) load() error {
 		return err
 	} else if found {
 		if len(g) != len(s.st.genesis) {
-			return errCorrupt
+			return fmt.Errorf("%w: the genesis hash is %d bytes", errCorrupt, len(g))
 		}
 		copy(s.st.genesis[:], g)
 		s.st.hasGenesis = true
@@ -368,7 +368,7 @@ func (s *Store) load() error {
 	} else if found {
 		var ok bool
 		if s.st.chainID, ok = decodeChainID(c); !ok {
-			return errCorrupt
+			return fmt.Errorf("%w: the chain id's entry, %x", errCorrupt, c)
 		}
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCanonical}, UpperBound: []byte{prefixCanonical + 1}})
@@ -377,9 +377,15 @@ func (s *Store) load() error {
 	}
 	defer it.Close()
 	if it.First() {
-		s.st.lowest, _ = decodeUint64(it.Key()[1:])
+		var first, last bool
+		s.st.lowest, first = decodeUint64(it.Key()[1:])
 		it.Last()
-		s.st.highest, _ = decodeUint64(it.Key()[1:])
+		s.st.highest, last = decodeUint64(it.Key()[1:])
+		if !first || !last {
+			// Taken as block 0, it would have writes start the chain
+			// again over the blocks stored.
+			return fmt.Errorf("%w: a canonical entry's key is not a block number", errCorrupt)
+		}
 		s.st.hasCanonical = true
 	}
 	return it.Error()
