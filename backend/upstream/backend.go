@@ -396,11 +396,13 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		// good.
 		only = func(ep *endpoint) bool { return ep == v.from || ep.finalizedIs(v.finalized) }
 	}
-	// A final number names a block the chain holds: an endpoint's null
-	// for it (a node that pruned it) is not believed, and the next is
-	// asked. Above the finalized block, a null may be the chain's own,
-	// after a reorganisation to a shorter one.
-	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), final, only)
+	// A final number names a block the chain holds, and so does one
+	// below the tracker's window on a chain without finality: an
+	// endpoint's null for it (a node that pruned it) is not believed, and
+	// the next is asked. In the window and above, a null may be the
+	// chain's own, after a reorganisation to a shorter one.
+	held := final || n < v.low
+	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), held, only)
 	if err != nil {
 		return nil, err
 	}

@@ -975,6 +975,28 @@ func TestFinalNumberNullFromOneEndpoint(t *testing.T) {
 	}
 }
 
+// TestDeepNumberNullFromOneEndpoint is TestFinalNumberNullFromOneEndpoint
+// on a chain without finality: block 10 is below the tracker's window
+// (ReorgDepth 8 under a head of 30), so it exists, and the first
+// endpoint's null (a node that pruned it) is not believed: the next is
+// asked, and serves it. Above the window, a null may be the chain's own.
+func TestDeepNumberNullFromOneEndpoint(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 41})
+	b.AddBlocks(30, chaintest.Txs(1))
+	store := b.Store()
+	primary, secondary := newFakeNode(t, store), newFakeNode(t, store)
+	primary.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) == 2 && string(params[0]) == `"0xa"` {
+			return json.RawMessage("null")
+		}
+		return result
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle, ReorgDepth: 8}, primary.URL, secondary.URL)
+	if got, err := up.BlockByNumber(context.Background(), 10); err != nil || got.Hash != b.Block(10).Hash {
+		t.Fatalf("block 10, below the window, which the first endpoint denies: %v", err)
+	}
+}
+
 // TestNewlyFinalServedFromCache reads blocks 11 to 40 while the tracker
 // follows them (finalized 10), then moves finality to 30 and takes the
 // endpoint down: the blocks finalized since, cached, are served by number
