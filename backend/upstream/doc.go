@@ -19,8 +19,9 @@
 // and above it through the tracker's view of the canonical chain, which a
 // reorg replaces at once. A block at or below the finalized block is read
 // only from an endpoint whose chain holds that finalized block, and a
-// block the tracker saw is not taken to be missing on the word of an
-// endpoint that lags. An endpoint is read from only once its chain id is
+// block the tracker saw, or one at or below the finalized block or below
+// the tracker's window, is not taken to be missing on the word of an
+// endpoint that lags or pruned it. An endpoint is read from only once its chain id is
 // known to be the chain's.
 //
 // A Follower copies a chain from an endpoint into a store that can be
