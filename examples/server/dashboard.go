@@ -150,12 +150,8 @@ type actor string
 func (d *dashboard) authorized(change bool, next func(http.ResponseWriter, *http.Request, actor)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if auth := r.Header.Get("Authorization"); auth != "" {
-			if d.guessing(w, r) {
-				return
-			}
 			token, ok := strings.CutPrefix(auth, "Bearer ")
-			if !ok || !d.isToken(token) {
-				d.refused(w, r, "a wrong admin token")
+			if !d.checkToken(w, r, ok, token, "a wrong admin token") {
 				return
 			}
 			next(w, r, "token")
@@ -179,23 +175,40 @@ func (d *dashboard) isToken(token string) bool {
 	return subtle.ConstantTimeCompare(digest[:], d.token[:]) == 1
 }
 
-// refused answers a wrong admin token, counted against the remote host,
-// and logs it with the remote address (never what was sent): an operator
-// should hear of guessing.
-func (d *dashboard) refused(w http.ResponseWriter, r *http.Request, what string) {
-	d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
+// checkToken reports whether token is the admin token (given tells
+// whether one was sent at all), and otherwise answers: 429, the token
+// unchecked, for a host that has sent too many wrong ones of late; 401
+// for a wrong one, counted against the host and logged with the remote
+// address (never what was sent), since an operator should hear of
+// guessing. The allowance is read and spent in one step, so that
+// requests held open together (sign-ins whose bodies come late) cannot
+// all pass it before any spends it.
+func (d *dashboard) checkToken(w http.ResponseWriter, r *http.Request, given bool, token, what string) bool {
+	host := remoteHost(r)
 	d.guessMu.Lock()
-	allowed := d.guessesOf(remoteHost(r)).Allow()
+	l, known := d.guesses[host]
+	spent := known && l.Tokens() < 1
+	right := !spent && given && d.isToken(token)
+	allowed := spent || right || d.guessesOf(host).Allow()
 	d.guessMu.Unlock()
-	if !allowed {
+	switch {
+	case right:
+		return true
+	case spent || !allowed:
+		if !spent {
+			d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
+		}
 		apiError(w, http.StatusTooManyRequests, "too many wrong admin tokens: wait a moment")
-		return
+	default:
+		d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
+		apiError(w, http.StatusUnauthorized, "wrong admin token")
 	}
-	apiError(w, http.StatusUnauthorized, "wrong admin token")
+	return false
 }
 
-// guessing answers 429, without checking the token, a request of a host
-// that has sent too many wrong ones of late, and reports whether it did.
+// guessing answers 429, without reading the request further, a request
+// of a host that has sent too many wrong tokens of late, and reports
+// whether it did: checkToken decides, this spares a body's read.
 func (d *dashboard) guessing(w http.ResponseWriter, r *http.Request) bool {
 	d.guessMu.Lock()
 	l, ok := d.guesses[remoteHost(r)]
@@ -273,8 +286,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	if d.guessing(w, r) || !readJSON(w, r, &in) {
 		return
 	}
-	if !d.isToken(in.Token) {
-		d.refused(w, r, "a sign-in with a wrong admin token")
+	if !d.checkToken(w, r, true, in.Token, "a sign-in with a wrong admin token") {
 		return
 	}
 	cookie, csrf := randomHex(32), randomHex(32)

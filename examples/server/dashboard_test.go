@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,6 +409,74 @@ func TestDashboardUsageWriteWaits(t *testing.T) {
 		t.Errorf("the key shows %d requests, with the write of its usage waiting; want the 0 stored", got.Requests)
 	}
 	a.want(http.StatusOK, "GET", "/api/keys", "")
+}
+
+// heldBody is a request body whose first Read tells that the handler
+// has begun to read it, past every check made before the body.
+type heldBody struct {
+	io.Reader
+	once    sync.Once
+	reading chan struct{}
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	return b.Reader.Read(p)
+}
+
+// TestSignInsWithHeldBodies opens 100 sign-ins from one host, each held
+// at its body, then sends 100 wrong tokens and the right one: past the
+// throttle's burst of wrong tokens, the right one gets 429 unchecked.
+// Each sign-in used to pass the throttle before any token was found
+// wrong, so that a host guessed as many tokens as it held requests open.
+func TestSignInsWithHeldBodies(t *testing.T) {
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
+	mux := http.NewServeMux()
+	dash.register(mux)
+	type signIn struct {
+		body *io.PipeWriter
+		held *heldBody
+		code chan int
+	}
+	const wrong = 100
+	signIns := make([]signIn, wrong+1)
+	for i := range signIns {
+		pr, pw := io.Pipe()
+		s := signIn{pw, &heldBody{Reader: pr, reading: make(chan struct{})}, make(chan int, 1)}
+		r := httptest.NewRequest(http.MethodPost, "/api/session", s.held)
+		r.RemoteAddr = "192.0.2.7:40000"
+		r.Header.Set("Content-Type", "application/json")
+		go func() {
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, r)
+			s.code <- w.Code
+		}()
+		signIns[i] = s
+	}
+	for _, s := range signIns {
+		select {
+		case <-s.held.reading:
+		case code := <-s.code:
+			t.Fatalf("a sign-in answered %d before its body was read", code)
+		}
+	}
+	for i, s := range signIns {
+		token := "wrong-token-wrong-token"
+		if i == wrong {
+			token = testAdminToken
+		}
+		io.WriteString(s.body, `{"token":"`+token+`"}`)
+		s.body.Close()
+		if code := <-s.code; i == wrong && code != http.StatusTooManyRequests {
+			t.Errorf("the right token after %d wrong ones from the same host: %d, want 429 (a burst of %d)", wrong, code, guessBurst)
+		}
+	}
 }
 
 // TestWrongAdminTokens sends wrong admin tokens from one host until it is
