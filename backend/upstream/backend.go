@@ -20,7 +20,10 @@ type Config struct {
 	// Endpoints are the JSON-RPC HTTP(S) URLs to read from, in order of
 	// preference: the first usable one is asked, the next on failure.
 	Endpoints []string
-	// HTTPClient makes the requests; nil uses a client of its own.
+	// HTTPClient makes the requests; nil uses a client of its own, which
+	// takes a redirect as a failure of the endpoint. One given should not
+	// follow redirects to other hosts either: Go's client sends them the
+	// endpoint's URL, a provider's key in its path, as the Referer.
 	HTTPClient *http.Client
 	// PollInterval is how often the head tracker asks each endpoint for its
 	// latest, safe and finalized blocks; 0 means 2 s, which suits a chain
@@ -89,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	}
 	closeIdle := func() {}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Transport: newTransport(64)}
+		cfg.HTTPClient = &http.Client{Transport: newTransport(64), CheckRedirect: noRedirects}
 		closeIdle = cfg.HTTPClient.CloseIdleConnections
 	}
 	cfg = withDefaults(cfg)
@@ -142,6 +145,11 @@ func open(ctx context.Context, cfg Config) (b *Backend, err error) {
 	go b.track(loop)
 	return b, nil
 }
+
+// noRedirects makes a redirect the endpoint's answer, a failure like any
+// other status but 200: followed, it would read from a host the operator
+// did not name, and send it the endpoint's URL as the Referer.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // newTransport makes the transport of a Backend or Follower given no
 // client, keeping idle connections for idlePerHost requests at once to an

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -702,6 +703,55 @@ func TestCloseEndsAReadByNumber(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a read by number still waits for the endpoint 10 s after Close")
+	}
+}
+
+// TestRedirectNotFollowed has the endpoint redirect every request to
+// another host that serves the chain: the redirect is the endpoint's
+// failure, nothing is asked of the other host, and the endpoint's URL,
+// a provider's key in its path, is not sent there as the Referer. Both
+// the Backend and the Follower, with the clients they make.
+func TestRedirectNotFollowed(t *testing.T) {
+	other := newFakeNode(t, faultChain(t))
+	var referers atomic.Int32
+	other.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Header.Get("Referer") != "" {
+			referers.Add(1)
+		}
+		return false
+	})
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	endpoint := redirector.URL + "/v3/PROVIDER-KEY"
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	up, err := upstream.Open(ctx, upstream.Config{Endpoints: []string{endpoint}, PollInterval: idle, Logger: discardLogger()})
+	if err == nil {
+		up.Close()
+		t.Error("a Backend opened on an endpoint that redirects every request elsewhere")
+	} else if !strings.Contains(err.Error(), "307") {
+		t.Errorf("Open on an endpoint that redirects: %v, want the 307 named", err)
+	}
+
+	dst := memstore.New()
+	f, err := upstream.NewFollower(dst, upstream.FollowConfig{Endpoint: endpoint, PollInterval: 10 * time.Millisecond, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stop()
+	f.Run(fctx)
+	if _, err := dst.BlockByNumber(context.Background(), 0); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the follower copied from the host redirected to: %v", err)
+	}
+	if n := other.Calls("eth_chainId") + other.Calls("eth_getBlockByNumber"); n > 0 {
+		t.Errorf("%d requests reached the host redirected to", n)
+	}
+	if n := referers.Load(); n > 0 {
+		t.Errorf("%d requests sent the endpoint's URL to the host redirected to", n)
 	}
 }
 

@@ -33,7 +33,8 @@ type FollowConfig struct {
 	// in the path.
 	Endpoint string
 	// HTTPClient sends the requests; nil is a client of the follower's
-	// own, which keeps a connection open per block fetched at once.
+	// own, which keeps a connection open per block fetched at once, and
+	// takes a redirect as a failure (see Config.HTTPClient).
 	HTTPClient *http.Client
 
 	// From is the first block to copy when the store is empty: 0 copies
@@ -193,7 +194,7 @@ func NewFollower(store Store, cfg FollowConfig) (*Follower, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		t := newTransport(cfg.Concurrency + 2)
-		hc = &http.Client{Transport: t}
+		hc = &http.Client{Transport: t, CheckRedirect: noRedirects}
 		f.closer = t.CloseIdleConnections
 	}
 	f.c = newClient(cfg.Endpoint, hc)
