@@ -129,12 +129,13 @@ func open(ctx context.Context, cfg Config) (b *Backend, err error) {
 	if cfg.CacheBytes > 0 {
 		b.cache = newBlockCache(cfg.CacheBytes)
 	}
+	answers := newBudget()
 	for _, raw := range cfg.Endpoints {
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("upstream: endpoint %q is not an http or https URL", redact(raw))
 		}
-		b.eps = append(b.eps, &endpoint{client: newClient(raw, cfg.HTTPClient)})
+		b.eps = append(b.eps, &endpoint{client: newClient(raw, cfg.HTTPClient, answers)})
 	}
 	if err := b.learnChainID(ctx); err != nil {
 		return nil, err

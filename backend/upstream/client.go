@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -19,18 +20,60 @@ import (
 // largest mainnet blocks with their transactions is a few megabytes.
 const maxAnswerBytes = 256 << 20
 
+// answersInFlight bounds the bytes of the answers that the endpoints of one
+// Backend, or a Follower's, are read at once: a reader per request, each
+// up to maxAnswerBytes, would otherwise let a hostile endpoint (a gzip
+// answer of 250 KB that inflates to 250 MB) take the process's memory as
+// fast as clients ask for blocks it does not have.
+var answersInFlight int64 = 512 << 20
+
+// budget is what is left of answersInFlight, of size when none is read.
+type budget struct {
+	left atomic.Int64
+	size int64
+}
+
+func newBudget() *budget {
+	b := &budget{size: answersInFlight}
+	b.left.Store(b.size)
+	return b
+}
+
+// budgetReader reads r, taking what it reads from b until release.
+type budgetReader struct {
+	r     io.Reader
+	b     *budget
+	taken int64
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.r.Read(p)
+	br.taken += int64(n)
+	if br.b.left.Add(-int64(n)) < 0 {
+		return n, fmt.Errorf("upstream: the answers being read at once exceed %d MiB", br.b.size>>20)
+	}
+	return n, err
+}
+
+func (br *budgetReader) release() { br.b.left.Add(br.taken) }
+
+// maxPooledBytes is the largest buffer kept for the next answer: one that
+// a huge answer grew is let go.
+const maxPooledBytes = 4 << 20
+
 // client speaks JSON-RPC 2.0 over HTTP to one endpoint. It is what the
 // Backend and the Follower share.
 type client struct {
-	url  string
-	http *http.Client
+	url    string
+	http   *http.Client
+	budget *budget // shared by the clients of a Backend
 	// name is the endpoint as logs show it: the URL without its path,
 	// which often holds a provider's key.
 	name string
 }
 
-func newClient(endpoint string, hc *http.Client) *client {
-	return &client{url: endpoint, http: hc, name: redact(endpoint)}
+func newClient(endpoint string, hc *http.Client, b *budget) *client {
+	return &client{url: endpoint, http: hc, budget: b, name: redact(endpoint)}
 }
 
 // call is one request of a batch. Its result is left raw: null when the
@@ -167,14 +210,20 @@ func (c *client) do(ctx context.Context, calls ...*call) error {
 	defer resp.Body.Close()
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	defer bufPool.Put(buf)
+	defer func() {
+		if buf.Cap() <= maxPooledBytes {
+			bufPool.Put(buf)
+		}
+	}()
 	if resp.StatusCode != http.StatusOK {
 		// Read whole (64 KB at most), so that the connection is kept.
 		_, _ = buf.ReadFrom(io.LimitReader(resp.Body, 64<<10))
 		return &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
 			Reason: statusReason(buf.Bytes())}
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswerBytes+1)); err != nil {
+	answer := &budgetReader{r: io.LimitReader(resp.Body, maxAnswerBytes+1), b: c.budget}
+	defer answer.release() // once fill has copied the results out
+	if _, err := buf.ReadFrom(answer); err != nil {
 		return err
 	}
 	if buf.Len() > maxAnswerBytes {

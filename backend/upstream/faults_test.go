@@ -1,6 +1,8 @@
 package upstream_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -240,6 +242,49 @@ func askedPrimary(t *testing.T, up *upstream.Backend, primary *fakeNode) bool {
 		t.Fatalf("an unknown hash: %v", err)
 	}
 	return primary.Calls("eth_getBlockByHash") > before
+}
+
+// TestAnswersInFlightBounded has an endpoint answer a block's hash with
+// a gzip answer that inflates to 10 MiB (a hostile one's could be 250
+// MiB for 250 KB on the wire), under a bound of 8 MiB for the answers of
+// a Backend read at once: the read fails, where it took the memory, and
+// answers within the bound are read one after the other, the bound given
+// back after each.
+func TestAnswersInFlightBounded(t *testing.T) {
+	defer upstream.SetAnswersInFlight(8 << 20)()
+	node := newFakeNode(t, faultChain(t))
+	inflated := func(size int) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(`{"jsonrpc":"2.0","id":0,"result":`))
+		zw.Write(bytes.Repeat([]byte(" "), size))
+		zw.Write([]byte(`null}`))
+		zw.Close()
+		return b.Bytes()
+	}
+	var answer atomic.Pointer[[]byte]
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if !asksFor(r, "eth_getBlockByHash") {
+			return false
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(*answer.Load())
+		return true
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	big := inflated(10 << 20)
+	answer.Store(&big)
+	if _, err := up.BlockByHash(context.Background(), backend.Hash{0xee}); err == nil || !strings.Contains(err.Error(), "exceed 8 MiB") {
+		t.Errorf("an answer of 10 MiB under a bound of 8: %v, want it refused naming the bound", err)
+	}
+	fits := inflated(6 << 20)
+	answer.Store(&fits)
+	for i := range 3 {
+		if _, err := up.BlockByHash(context.Background(), backend.Hash{0xef, byte(i)}); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("answer %d of 6 MiB, one after the other under a bound of 8: %v, want the endpoint's null", i, err)
+		}
+	}
 }
 
 // TestRetryAfterOutlastsAnEarlierPoll holds a poll of the primary under

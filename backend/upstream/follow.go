@@ -197,7 +197,7 @@ func NewFollower(store Store, cfg FollowConfig) (*Follower, error) {
 		hc = &http.Client{Transport: t, CheckRedirect: noRedirects}
 		f.closer = t.CloseIdleConnections
 	}
-	f.c = newClient(cfg.Endpoint, hc)
+	f.c = newClient(cfg.Endpoint, hc, newBudget())
 	f.log = cfg.Logger.With(slog.String("endpoint", f.c.name))
 	return f, nil
 }
