@@ -133,6 +133,7 @@ func (d *dashboard) file(name string) http.HandlerFunc {
 		h := w.Header()
 		h.Set("Content-Type", contentType)
 		h.Set("Content-Security-Policy", dashboardPolicy)
+		h.Set("X-Frame-Options", "DENY") // frame-ancestors, for browsers without it
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")

@@ -292,8 +292,8 @@ func TestDashboardSession(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(string(page), "app.js") {
-		t.Errorf("the page: %d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(string(page), "app.js") {
+		t.Errorf("the page: %d, CSP %q, X-Frame-Options %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Frame-Options"))
 	}
 }
 
