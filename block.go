@@ -157,12 +157,15 @@ func (v blockView) copy() (*backend.Block, error) {
 		return nil, nil
 	}
 	c := v.block.Copy()
-	if v.txs != nil {
+	// Without details, a lent block's hashes are its answer, as the
+	// handler writes it: its transactions are not read.
+	if v.txs != nil && (v.fullTx || v.block.TransactionHashes == nil) {
 		c.TransactionHashes = nil
 		c.Transactions = make([]*backend.Transaction, 0, len(v.block.TransactionHashes))
+		txs := backend.CheckedTransactions(v.block, v.txs)
 		var tx backend.Transaction
 		for {
-			more, err := v.txs.DecodeNext(&tx)
+			more, err := txs.DecodeNext(&tx)
 			if err != nil {
 				return nil, &backendError{err: err}
 			}

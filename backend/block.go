@@ -162,18 +162,53 @@ func (b Block) MarshalJSON() ([]byte, error) {
 	return b.AppendJSON(nil, true), nil
 }
 
-// lentHashMismatch is the error of lent transaction i, whose hash is not
-// hashes[i], or which is past them (tx nil: the transactions ended
-// before them).
-func lentHashMismatch(hashes []Hash, i int, tx *Transaction) error {
-	if tx == nil {
+// lentMismatch checks lent transaction i (tx, or the end of them when
+// more is false) against hashes, the TransactionHashes of its block, and
+// returns a *MismatchError where they disagree: served without details,
+// the block names other transactions than these, a damaged record. Nil
+// hashes check nothing.
+func lentMismatch(hashes []Hash, i int, tx *Transaction, more bool) error {
+	switch {
+	case hashes == nil:
+		return nil
+	case !more && i != len(hashes):
 		return &MismatchError{Field: "transactions", Given: fmt.Sprintf("%d transactions", i), Computed: fmt.Sprintf("%d (the block's transactionHashes)", len(hashes))}
+	case more && i >= len(hashes):
+		return &MismatchError{Field: fmt.Sprintf("transactions[%d].hash", i), Given: tx.Hash.String(), Computed: fmt.Sprintf("none (the block has %d transactions)", len(hashes))}
+	case more && tx.Hash != hashes[i]:
+		return &MismatchError{Field: fmt.Sprintf("transactions[%d].hash", i), Given: tx.Hash.String(), Computed: hashes[i].String() + " (the block's transactionHashes)"}
 	}
-	want := fmt.Sprintf("none (the block has %d transactions)", len(hashes))
-	if i < len(hashes) {
-		want = hashes[i].String() + " (the block's transactionHashes)"
+	return nil
+}
+
+// CheckedTransactions returns txs, the transactions of lent block b, made
+// to fail as Block.AppendLentJSON does when b also has TransactionHashes:
+// a transaction whose hash is not the one they give for it, or more or
+// fewer transactions, is a *MismatchError. It is for a caller that
+// decodes a lent block's transactions itself.
+func CheckedTransactions(b *Block, txs TransactionDecoder) TransactionDecoder {
+	if b.TransactionHashes == nil || txs == nil {
+		return txs
 	}
-	return &MismatchError{Field: fmt.Sprintf("transactions[%d].hash", i), Given: tx.Hash.String(), Computed: want}
+	return &checkedTransactions{hashes: b.TransactionHashes, txs: txs}
+}
+
+type checkedTransactions struct {
+	hashes []Hash
+	txs    TransactionDecoder
+	next   int
+}
+
+func (c *checkedTransactions) DecodeNext(tx *Transaction) (bool, error) {
+	more, err := c.txs.DecodeNext(tx)
+	if err == nil {
+		err = lentMismatch(c.hashes, c.next, tx, more)
+	}
+	if err != nil {
+		return false, err
+	}
+	c.next++
+	return more, nil
 }
 
 func (b *Block) appendTransactions(dst []byte, p *objectParts) []byte {
@@ -190,17 +225,11 @@ func (b *Block) appendTransactions(dst []byte, p *objectParts) []byte {
 		var tx Transaction
 		for {
 			more, err := p.txs.DecodeNext(&tx)
-			if err == nil && !more && b.TransactionHashes != nil && int(pos.index) != len(b.TransactionHashes) {
-				err = lentHashMismatch(b.TransactionHashes, int(pos.index), nil)
+			if err == nil {
+				err = lentMismatch(b.TransactionHashes, int(pos.index), &tx, more)
 			}
 			if err != nil || !more {
 				p.err = err
-				break
-			}
-			if hashes := b.TransactionHashes; hashes != nil && (int(pos.index) >= len(hashes) || tx.Hash != hashes[pos.index]) {
-				// Served without details, the block names other
-				// transactions than these: a damaged record.
-				p.err = lentHashMismatch(hashes, int(pos.index), &tx)
 				break
 			}
 			if p.fullTx {
