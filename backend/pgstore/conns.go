@@ -56,12 +56,12 @@ func (c *poolConns) track(cfg *pgxpool.Config) {
 }
 
 // interrupt makes every read and write under way on the pool fail at
-// once, and, when refuse is set, the pool refuse statements from then on.
-// The idle connections, taken first, are left for the pool to close
-// cleanly. A deadline in the past is what a net.Conn lets another
-// goroutine set while one uses it; pgconn then closes the connection, and
-// the pool lets it go as the statement returns.
-func (c *poolConns) interrupt(pool *pgxpool.Pool, refuse bool) {
+// once, and the pool refuse statements from then on. The idle
+// connections, taken first, are left for the pool to close cleanly. A
+// deadline in the past is what a net.Conn lets another goroutine set while
+// one uses it; pgconn then closes the connection, and the pool lets it go
+// as the statement returns.
+func (c *poolConns) interrupt(pool *pgxpool.Pool) {
 	idle := pool.AcquireAllIdle(context.Background())
 	defer func() {
 		for _, conn := range idle {
@@ -70,9 +70,7 @@ func (c *poolConns) interrupt(pool *pgxpool.Pool, refuse bool) {
 	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if refuse {
-		c.closed.Store(true)
-	}
+	c.closed.Store(true)
 	held := make(map[*pgconn.PgConn]bool, len(idle))
 	for _, conn := range idle {
 		held[conn.Conn().PgConn()] = true

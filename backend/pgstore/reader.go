@@ -140,7 +140,7 @@ func (r *Reader) Close() {
 	if r.stop != nil {
 		r.stop() // a poll the interruption ends is not a failure to log
 	}
-	r.conns.interrupt(r.pool, true)
+	r.conns.interrupt(r.pool)
 	r.stopPolling()
 	r.pool.Close()
 }

@@ -262,9 +262,33 @@ func (w *Writer) renewLease() {
 
 // release gives the lease up, if this writer still holds it.
 func (w *Writer) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	_, _ = w.pool.Exec(ctx, `UPDATE writer_lease SET owner = NULL, expires_at = NULL WHERE id = 1 AND owner = $1`, w.owner)
+	w.releaseOn(ctx, w.pool)
+}
+
+// releaseAlone is release on a connection of its own, outside the pool,
+// which Close has made refuse statements: no read waiting for one of the
+// pool's can take it first, and wait on the server with it.
+func (w *Writer) releaseAlone() {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig)
+	if err != nil {
+		return // the lease expires in its time
+	}
+	defer conn.Close(ctx)
+	w.releaseOn(ctx, conn)
+}
+
+// releaseTimeout bounds the lease's release: a server that does not answer
+// leaves the lease to expire.
+const releaseTimeout = 5 * time.Second
+
+func (w *Writer) releaseOn(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) {
+	_, _ = db.Exec(ctx, `UPDATE writer_lease SET owner = NULL, expires_at = NULL WHERE id = 1 AND owner = $1`, w.owner)
 }
 
 // Close stops the writer, and a write or an Importer's vacuum under way
@@ -286,11 +310,10 @@ func (w *Writer) Close() error {
 	w.Reader.stopPolling()
 	w.vacuums.Wait()
 	// Reads held on the server (behind an operator's lock, say) may hold
-	// every connection of the pool, and the release would wait for one
-	// until its timeout: they end first, as they would a moment later.
-	w.conns.interrupt(w.pool, false)
-	w.release()
-	w.conns.interrupt(w.pool, true)
+	// every connection of the pool, and more wait for one: they end, and
+	// the lease is given up on a connection none of them can take.
+	w.conns.interrupt(w.pool)
+	w.releaseAlone()
 	w.pool.Close()
 	return nil
 }

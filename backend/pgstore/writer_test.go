@@ -125,9 +125,11 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 
 // TestWriterCloseWithReadsHeld closes a writer whose reads hold every
 // connection of its pool, each waiting on the server for a lock another
-// session holds on the blocks' table: Close ends them and still gives the
-// lease up, so that another writer opens at once, where the release used
-// to wait 5 s for a connection and fail, leaving the lease to expire.
+// session holds on the blocks' table, while more reads wait for a
+// connection: Close ends them all and still gives the lease up, so that
+// another writer opens at once. The release used to wait 5 s for a
+// connection and fail, leaving the lease to expire; then, the held reads
+// ended first, the reads waiting took the connections they freed.
 func TestWriterCloseWithReadsHeld(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
@@ -135,8 +137,9 @@ func TestWriterCloseWithReadsHeld(t *testing.T) {
 	s.addMain(t, w, 5)
 	lockTable(t, url, schema, "blocks", "ACCESS EXCLUSIVE")
 	waiting := lockWaiters(t, url)
-	read := make(chan error, 2)
-	for i := range 2 {
+	const reads = 6
+	read := make(chan error, reads)
+	for i := range reads {
 		go func() {
 			_, err := w.BlockByHash(ctx, backend.Hash{byte(i + 1)})
 			read <- err
@@ -144,17 +147,18 @@ func TestWriterCloseWithReadsHeld(t *testing.T) {
 	}
 	for start := time.Now(); waiting() < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Since(start) > 30*time.Second {
-			t.Fatal("the two reads did not wait for the lock within 30 s")
+			t.Fatal("two reads did not wait for the lock within 30 s")
 		}
 	}
+	time.Sleep(300 * time.Millisecond) // the other reads wait for a connection
 	start := time.Now()
 	w.Close()
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("Close took %v with the pool's connections held by reads", took)
 	}
-	for range 2 {
+	for range reads {
 		if err := <-read; !errors.Is(err, pgstore.ErrClosed) {
-			t.Errorf("a read held on the lock as the writer closed: %v, want ErrClosed", err)
+			t.Errorf("a read held as the writer closed: %v, want ErrClosed", err)
 		}
 	}
 	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
