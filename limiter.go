@@ -17,8 +17,8 @@ import (
 
 // Limit is a rate of calls: Rate calls a second on average, and up to Burst
 // at once. A zero Limit allows nothing, and so does a Burst of 0 whatever
-// the Rate, as golang.org/x/time/rate's Limiter; Rate set to math.Inf(1)
-// allows everything. A negative or NaN Rate, or a negative Burst, is refused: the
+// the Rate, as golang.org/x/time/rate's Limiter, unless Rate is
+// math.Inf(1), which allows everything. A negative or NaN Rate, or a negative Burst, is refused: the
 // handler answers 503 and logs it, as it does for a failing limiter.
 type Limit struct {
 	Rate  float64

@@ -127,6 +127,10 @@ type Options struct {
 	// MemTableBytes bounds each in-memory table of recent writes (Pebble
 	// keeps up to two while one is written out). Zero means
 	// DefaultMemTableBytes: enough for an import to write large files.
+	// Each log file of the writes is made 1.1 times as long on the disk
+	// as it starts, and a store holds several before its first flush
+	// (Pebble's first tables are small, and grow): about 700 MB at the
+	// default, which a store of a small chain may rather save.
 	MemTableBytes int64
 
 	// Sync makes every write wait until it is on the disk, so that neither
