@@ -129,8 +129,8 @@ type Options struct {
 	// DefaultMemTableBytes: enough for an import to write large files.
 	// Each log file of the writes is made 1.1 times as long on the disk
 	// as it starts, and a store holds several before its first flush
-	// (Pebble's first tables are small, and grow): about 700 MB at the
-	// default, which a store of a small chain may rather save.
+	// (Pebble's first tables are small, and grow): hundreds of megabytes
+	// at the default, which a store of a small chain may rather save.
 	MemTableBytes int64
 
 	// Sync makes every write wait until it is on the disk, so that neither
