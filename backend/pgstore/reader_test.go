@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -583,6 +584,22 @@ func TestReaderMisplacedRecord(t *testing.T) {
 	}
 	if b, err := r.BlockByNumber(ctx, 9); err != nil || b.Hash != s.main.Block(9).Hash {
 		t.Errorf("block 9: %v", err)
+	}
+
+	// A block whose record's front is longer than what is read of it
+	// first, for its 10 kB of extra data: its uncle 0, which it does not
+	// have, is not found, from the whole body.
+	long := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, ExtraData: bytes.Repeat([]byte{7}, 10_000)}}
+	long.Difficulty.SetUint64(1)
+	if err := backend.Seal(long, nil); err != nil {
+		t.Fatal(err)
+	}
+	w2, _, _ := openWriter(t, &pgstore.Options{CacheBytes: -1})
+	if err := w2.AddBlock(long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w2.UncleByBlockHashAndIndex(ctx, long.Hash, 0); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("uncle 0 of a block with none and 10 kB of extra data: %v, want ErrNotFound", err)
 	}
 }
 
