@@ -572,6 +572,9 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 			if b.flight.life.Err() != nil {
 				return nil, errClosed
 			}
+			if errors.Is(err, errAnswersBusy) {
+				return nil, err // no endpoint's fault, and none would do better now
+			}
 			b.endpointFailed(ctx, ep, what, err, time.Now(), true)
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case got == nil:

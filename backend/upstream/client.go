@@ -50,10 +50,19 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 	n, err := br.r.Read(p)
 	br.taken += int64(n)
 	if br.b.left.Add(-int64(n)) < 0 {
-		return n, fmt.Errorf("upstream: the answers being read at once exceed %d MiB", br.b.size>>20)
+		if br.taken > br.b.size/8 {
+			// An answer that took so much of the bound itself is the
+			// endpoint's doing.
+			return n, fmt.Errorf("%w: an answer of more than %d MiB, beside others, past the %d MiB the answers read at once may take", errBadAnswer, br.taken>>20, br.b.size>>20)
+		}
+		return n, errAnswersBusy
 	}
 	return n, err
 }
+
+// errAnswersBusy fails a read of an ordinary answer while others take the
+// bound of the answers read at once: not the endpoint's fault.
+var errAnswersBusy = errors.New("upstream: the answers being read at once take their bound")
 
 func (br *budgetReader) release() { br.b.left.Add(br.taken) }
 

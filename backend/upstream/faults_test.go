@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -247,9 +248,10 @@ func askedPrimary(t *testing.T, up *upstream.Backend, primary *fakeNode) bool {
 // TestAnswersInFlightBounded has an endpoint answer a block's hash with
 // a gzip answer that inflates to 10 MiB (a hostile one's could be 250
 // MiB for 250 KB on the wire), under a bound of 8 MiB for the answers of
-// a Backend read at once: the read fails, where it took the memory, and
-// answers within the bound are read one after the other, the bound given
-// back after each.
+// a Backend read at once: the read fails as the endpoint's, where it took
+// the memory. Answers within the bound are read one after the other, the
+// bound given back after each; and an ordinary answer read while another
+// holds most of the bound fails without blaming its endpoint.
 func TestAnswersInFlightBounded(t *testing.T) {
 	defer upstream.SetAnswersInFlight(8 << 20)()
 	node := newFakeNode(t, faultChain(t))
@@ -263,9 +265,21 @@ func TestAnswersInFlightBounded(t *testing.T) {
 		return b.Bytes()
 	}
 	var answer atomic.Pointer[[]byte]
+	held, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	defer released.Do(func() { close(release) }) // the server's Close waits for the held answer
 	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
 		if !asksFor(r, "eth_getBlockByHash") {
 			return false
+		}
+		if strings.Contains(requestBody(r), "0xaaaa") {
+			// Most of the bound, then held until released.
+			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":`+strings.Repeat(" ", 7<<20+1<<19))
+			w.(http.Flusher).Flush()
+			close(held)
+			<-release
+			io.WriteString(w, `null}`)
+			return true
 		}
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Set("Content-Type", "application/json")
@@ -273,17 +287,52 @@ func TestAnswersInFlightBounded(t *testing.T) {
 		return true
 	})
 	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	ctx := context.Background()
 	big := inflated(10 << 20)
 	answer.Store(&big)
-	if _, err := up.BlockByHash(context.Background(), backend.Hash{0xee}); err == nil || !strings.Contains(err.Error(), "exceed 8 MiB") {
+	if _, err := up.BlockByHash(ctx, backend.Hash{0xee}); err == nil || !strings.Contains(err.Error(), "past the 8 MiB") {
 		t.Errorf("an answer of 10 MiB under a bound of 8: %v, want it refused naming the bound", err)
 	}
 	fits := inflated(6 << 20)
 	answer.Store(&fits)
 	for i := range 3 {
-		if _, err := up.BlockByHash(context.Background(), backend.Hash{0xef, byte(i)}); !errors.Is(err, backend.ErrNotFound) {
+		if _, err := up.BlockByHash(ctx, backend.Hash{0xef, byte(i)}); !errors.Is(err, backend.ErrNotFound) {
 			t.Errorf("answer %d of 6 MiB, one after the other under a bound of 8: %v, want the endpoint's null", i, err)
 		}
+	}
+
+	// 7.5 MiB read and held; an answer of 1 MiB beside it.
+	small := inflated(1 << 20)
+	answer.Store(&small)
+	first := make(chan error, 1)
+	go func() {
+		_, err := up.BlockByHash(ctx, backend.Hash{0xaa, 0xaa})
+		first <- err
+	}()
+	<-held
+	// Time for the client to read what was sent, which would otherwise
+	// cross the bound beside the next answer, and be refused for it;
+	// until then that answer may fit.
+	time.Sleep(500 * time.Millisecond)
+	for i := 0; ; i++ {
+		_, err := up.BlockByHash(ctx, backend.Hash{0xbb, byte(i)})
+		if err != nil && strings.Contains(err.Error(), "take their bound") {
+			break
+		}
+		if !errors.Is(err, backend.ErrNotFound) || i == 1000 {
+			t.Fatalf("an answer of 1 MiB beside one of 7.5 MiB under a bound of 8: %v, want it refused as the bound's", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := up.Status()[0]; !st.Healthy {
+		t.Errorf("the endpoint after an ordinary answer refused for the bound: %+v, want healthy", st)
+	}
+	released.Do(func() { close(release) })
+	if err := <-first; !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the held answer: %v, want the endpoint's null", err)
+	}
+	if _, err := up.BlockByHash(ctx, backend.Hash{0xbb}); !errors.Is(err, backend.ErrNotFound) {
+		t.Errorf("the answer of 1 MiB once the other is read: %v, want the endpoint's null", err)
 	}
 }
 

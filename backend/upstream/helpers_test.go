@@ -245,11 +245,18 @@ func blockRewrite(hash backend.Hash, f func(json.RawMessage) json.RawMessage) fu
 // ---------------------------------------------------------------------------
 // Seeing what reaches a node.
 
+// requestBody reads the body of a request and puts it back for whoever
+// reads it next.
+func requestBody(r *http.Request) string {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return string(body)
+}
+
 // requestMethods reads the methods of a JSON-RPC request (single or
 // batch) and puts the body back for whoever reads it next.
 func requestMethods(r *http.Request) []string {
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	body := []byte(requestBody(r))
 	var calls []struct{ Method string }
 	if json.Unmarshal(body, &calls) != nil {
 		var one struct{ Method string }
