@@ -424,21 +424,27 @@ func (b *heldBody) Read(p []byte) (int, error) {
 	return b.Reader.Read(p)
 }
 
+// dashboardMux is the dashboard's API over a key store in memory, with
+// testAdminToken, for tests that call it without a server.
+func dashboardMux(t *testing.T) *http.ServeMux {
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	mux := http.NewServeMux()
+	newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken).register(mux)
+	return mux
+}
+
 // TestSignInsWithHeldBodies opens 100 sign-ins from one host, each held
 // at its body, then sends 100 wrong tokens and the right one: past the
 // throttle's burst of wrong tokens, the right one gets 429 unchecked.
 // Each sign-in used to pass the throttle before any token was found
 // wrong, so that a host guessed as many tokens as it held requests open.
 func TestSignInsWithHeldBodies(t *testing.T) {
-	store := keystore.NewMemory()
-	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keys.Close()
-	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
-	mux := http.NewServeMux()
-	dash.register(mux)
+	mux := dashboardMux(t)
 	type signIn struct {
 		body *io.PipeWriter
 		held *heldBody
@@ -486,15 +492,7 @@ func TestSignInsWithHeldBodies(t *testing.T) {
 // throttle used to be one for all hosts, after the check: a right token
 // always got through, and a guesser could tell it from a 429.
 func TestWrongAdminTokens(t *testing.T) {
-	store := keystore.NewMemory()
-	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keys.Close()
-	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
-	mux := http.NewServeMux()
-	dash.register(mux)
+	mux := dashboardMux(t)
 	call := func(host, token string) int {
 		r := httptest.NewRequest("GET", "/api/keys/none", nil)
 		r.RemoteAddr = host + ":40000"
