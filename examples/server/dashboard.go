@@ -187,24 +187,32 @@ func (d *dashboard) isToken(token string) bool {
 func (d *dashboard) checkToken(w http.ResponseWriter, r *http.Request, given bool, token, what string) bool {
 	host := remoteHost(r)
 	d.guessMu.Lock()
-	l, known := d.guesses[host]
-	spent := known && l.Tokens() < 1
+	spent := d.spent(host)
 	right := !spent && given && d.isToken(token)
 	allowed := spent || right || d.guessesOf(host).Allow()
 	d.guessMu.Unlock()
-	switch {
-	case right:
+	if right {
 		return true
-	case spent || !allowed:
-		if !spent {
-			d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
-		}
-		apiError(w, http.StatusTooManyRequests, "too many wrong admin tokens: wait a moment")
-	default:
+	}
+	if !spent {
 		d.log.Warn("admin: refused "+what, "remote", r.RemoteAddr, "path", r.URL.Path)
+	}
+	if spent || !allowed {
+		apiError(w, http.StatusTooManyRequests, tooManyGuesses)
+	} else {
 		apiError(w, http.StatusUnauthorized, "wrong admin token")
 	}
 	return false
+}
+
+// tooManyGuesses answers a host past its allowance of wrong tokens.
+const tooManyGuesses = "too many wrong admin tokens: wait a moment"
+
+// spent reports whether host has sent too many wrong tokens of late;
+// d.guessMu is held.
+func (d *dashboard) spent(host string) bool {
+	l, ok := d.guesses[host]
+	return ok && l.Tokens() < 1
 }
 
 // guessing answers 429, without reading the request further, a request
@@ -212,11 +220,10 @@ func (d *dashboard) checkToken(w http.ResponseWriter, r *http.Request, given boo
 // whether it did: checkToken decides, this spares a body's read.
 func (d *dashboard) guessing(w http.ResponseWriter, r *http.Request) bool {
 	d.guessMu.Lock()
-	l, ok := d.guesses[remoteHost(r)]
-	spent := ok && l.Tokens() < 1
+	spent := d.spent(remoteHost(r))
 	d.guessMu.Unlock()
 	if spent {
-		apiError(w, http.StatusTooManyRequests, "too many wrong admin tokens: wait a moment")
+		apiError(w, http.StatusTooManyRequests, tooManyGuesses)
 	}
 	return spent
 }
