@@ -31,8 +31,9 @@ type Writer struct {
 	owner  string // this writer's name in the lease row
 	server server
 
-	closed    atomic.Bool // set by the first Close
-	mu        sync.Mutex  // one write at a time
+	closed    atomic.Bool   // set by the first Close
+	closeDone chan struct{} // closed when the first Close has returned
+	mu        sync.Mutex    // one write at a time
 	lost      atomic.Bool
 	leaseGone chan struct{}  // closed when lost is set
 	polling   sync.Once      // started once the lease is lost (or never, once closed)
@@ -66,7 +67,7 @@ func openWriter(ctx context.Context, url string, opts *Options, set migrate.Set)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{})}
+	w := &Writer{owner: ownerName(), leaseGone: make(chan struct{}), closeDone: make(chan struct{})}
 	w.Reader.init(pool, conns, o, set.Version())
 	if err := w.takeLease(ctx, set); err != nil {
 		pool.Close()
@@ -293,11 +294,15 @@ func (w *Writer) releaseOn(ctx context.Context, db interface {
 
 // Close stops the writer, and a write or an Importer's vacuum under way
 // (rolled back, cancelled on the server), releases its lease and closes
-// the connections. Reads and writes after Close fail with ErrClosed.
+// the connections. Reads and writes after Close fail with ErrClosed. A
+// Close while another runs returns once that one has: the lease is given
+// up then.
 func (w *Writer) Close() error {
 	if !w.closed.CompareAndSwap(false, true) {
+		<-w.closeDone
 		return nil
 	}
+	defer close(w.closeDone)
 	w.Reader.closing.Store(true)
 	// Then a write under way ends, even one that waits on the server for
 	// a table lock, and the writes that wait for it find w closed. The

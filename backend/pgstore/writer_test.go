@@ -10,6 +10,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestWriterUnsureCommit has the writer forget a reorganisation it
@@ -119,6 +120,50 @@ func TestWriterCloseDuringWrite(t *testing.T) {
 	w2, err := pgstore.OpenWriter(openCtx, url, &pgstore.Options{Schema: schema})
 	if err != nil {
 		t.Fatalf("a writer opened after Close: %v", err)
+	}
+	w2.Close()
+}
+
+// TestWriterClosedTwiceAtOnce closes a writer twice at once: the second
+// Close returns only when the first has, with the lease given up, so that
+// a caller who sees Close return can open the next writer.
+func TestWriterClosedTwiceAtOnce(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	w, url, schema := openWriter(t, nil)
+	s.addMain(t, w, 3)
+	// The first Close waits to give the lease up while another session
+	// holds the lease's table.
+	tx, err := pgtest.Connect(t, url).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "writer_lease"}.Sanitize()+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := lockWaiters(t, url)
+	first, second := make(chan struct{}), make(chan struct{})
+	go func() { w.Close(); close(first) }()
+	awaitLockWait(t, waiting, "the release of the lease", nil)
+	go func() { w.Close(); close(second) }()
+	select {
+	case <-second:
+		t.Fatal("the second Close returned while the first still gave the lease up")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-second
+	select {
+	case <-first:
+	default:
+		t.Fatal("the second Close returned before the first")
+	}
+	w2, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("a writer opened once Close returned: %v", err)
 	}
 	w2.Close()
 }
