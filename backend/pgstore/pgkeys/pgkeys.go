@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/blockrpc/blockrpc/keystore"
@@ -51,7 +52,8 @@ import (
 // nothing in memory that another process could change (keystore.Keys
 // keeps the copy that requests are checked against).
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	closed atomic.Bool
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -60,6 +62,9 @@ var _ keystore.Store = (*Store)(nil)
 // newer version of this package has migrated: this one could misread
 // them, or undo what the newer one relies on.
 var ErrNewerSchema = errors.New("pgkeys: the key tables were made by a newer pgkeys")
+
+// ErrClosed is returned by the methods of a Store after Close.
+var ErrClosed = errors.New("pgkeys: closed")
 
 // Open connects to the database at url (a PostgreSQL URL or keyword/value
 // string, as pgxpool.ParseConfig reads it; its search_path chooses the
@@ -90,13 +95,29 @@ func Open(ctx context.Context, url string) (*Store, error) {
 }
 
 // Close closes the store's connections, waiting for the calls under way.
-func (s *Store) Close() { s.pool.Close() }
+// Calls after Close fail with ErrClosed.
+func (s *Store) Close() {
+	s.closed.Store(true)
+	s.pool.Close()
+}
+
+// usable is ErrClosed once Close has begun, and nil before: a call made
+// then is told so, rather than of the pool closed under it.
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
 
 // keyColumns are the columns scanKey reads, in its order.
 const keyColumns = `id, digest, label, rate, burst, created, revoked, requests, errors, bytes, last_used`
 
 // Create implements keystore.Store.
 func (s *Store) Create(ctx context.Context, k keystore.Key) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	// ON CONFLICT DO NOTHING covers both the id and the digest, and tells a
 	// key stored already by the rows written rather than by an error that
 	// would abort a transaction.
@@ -116,6 +137,9 @@ func (s *Store) Create(ctx context.Context, k keystore.Key) error {
 
 // Key implements keystore.Store.
 func (s *Store) Key(ctx context.Context, id string) (keystore.Key, error) {
+	if err := s.usable(); err != nil {
+		return keystore.Key{}, err
+	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM blockrpc_keys WHERE id = $1`, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -128,6 +152,9 @@ func (s *Store) Key(ctx context.Context, id string) (keystore.Key, error) {
 
 // Keys implements keystore.Store.
 func (s *Store) Keys(ctx context.Context) ([]keystore.Key, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	rows, _ := s.pool.Query(ctx, `SELECT `+keyColumns+` FROM blockrpc_keys ORDER BY seq`)
 	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (keystore.Key, error) { return scanKey(row) })
 	if err != nil {
@@ -138,6 +165,9 @@ func (s *Store) Keys(ctx context.Context) ([]keystore.Key, error) {
 
 // Update implements keystore.Store.
 func (s *Store) Update(ctx context.Context, id string, c keystore.Change) (keystore.Key, error) {
+	if err := s.usable(); err != nil {
+		return keystore.Key{}, err
+	}
 	if err := c.Check(); err != nil {
 		return keystore.Key{}, err
 	}
@@ -175,6 +205,9 @@ func (s *Store) Update(ctx context.Context, id string, c keystore.Change) (keyst
 
 // Revoke implements keystore.Store.
 func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.Key, error) {
+	if err := s.usable(); err != nil {
+		return keystore.Key{}, err
+	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE blockrpc_keys SET revoked = COALESCE(revoked, $2)
 		WHERE id = $1 RETURNING `+keyColumns, id, dbTime(at)))
 	switch {
@@ -197,6 +230,9 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.K
 // whether it was committed, for up to 5 s past ctx's end, and returns nil
 // if it was.
 func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
 	if len(usage) == 0 {
 		return nil
 	}
@@ -362,6 +398,9 @@ func isRetryable(err error) bool {
 
 // Minutes implements keystore.Store.
 func (s *Store) Minutes(ctx context.Context, id string, since time.Time) ([]keystore.Minute, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
 	// One statement reads the key and its minutes: no row means no key,
 	// and a key without minutes since then gives one row of NULLs.
 	rows, _ := s.pool.Query(ctx, `SELECT m.minute_start, m.requests, m.errors

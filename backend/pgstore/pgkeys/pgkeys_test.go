@@ -280,6 +280,33 @@ func TestNewerSchema(t *testing.T) {
 	}
 }
 
+// TestClosed calls every method of a closed store: each says the store
+// is closed, rather than what the pool under it says.
+func TestClosed(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, newSchema(t))
+	_, k, _ := keystore.NewKey("made", 0, 0, time.Now())
+	if err := s.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	label := "renamed"
+	calls := map[string]error{
+		"Create": s.Create(ctx, k),
+		"Record": s.Record(ctx, []keystore.Usage{{ID: k.ID, Totals: keystore.Totals{Requests: 1}}}),
+	}
+	_, calls["Key"] = s.Key(ctx, k.ID)
+	_, calls["Keys"] = s.Keys(ctx)
+	_, calls["Update"] = s.Update(ctx, k.ID, keystore.Change{Label: &label})
+	_, calls["Revoke"] = s.Revoke(ctx, k.ID, time.Now())
+	_, calls["Minutes"] = s.Minutes(ctx, k.ID, time.Now().Add(-time.Hour))
+	for name, err := range calls {
+		if !errors.Is(err, pgkeys.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
 // TestBesideChainStore keeps the keys in the schema of a pgstore chain
 // store: each has its own tables and version, and both open again.
 func TestBesideChainStore(t *testing.T) {
