@@ -34,7 +34,47 @@ func bufferLog(w io.Writer) (out io.Writer, close func()) {
 	}
 	l := newLogWriter(w)
 	go l.flushEvery(logFlushEvery)
-	return l, l.close
+	openLogs.Lock()
+	openLogs.m[l] = struct{}{}
+	openLogs.Unlock()
+	return l, func() {
+		openLogs.Lock()
+		delete(openLogs.m, l)
+		openLogs.Unlock()
+		l.close()
+	}
+}
+
+// openLogs are the logs bufferLog buffers, until they are closed: what a
+// second signal flushes before it ends the process.
+var openLogs = struct {
+	sync.Mutex
+	m map[*logWriter]struct{}
+}{m: make(map[*logWriter]struct{})}
+
+// flushOpenLogs flushes the open logs, waiting at most d: a log whose
+// reader has stopped reading must not keep a process that is told to end
+// at once from ending.
+func flushOpenLogs(d time.Duration) {
+	openLogs.Lock()
+	logs := make([]*logWriter, 0, len(openLogs.m))
+	for l := range openLogs.m {
+		logs = append(logs, l)
+	}
+	openLogs.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, l := range logs {
+			l.Flush()
+		}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 func newLogWriter(w io.Writer) *logWriter {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestBufferedLog checks that a log to a file is buffered, that an error is
@@ -42,6 +44,58 @@ func TestBufferedLog(t *testing.T) {
 	if got := written(); !strings.Contains(got, "request two") {
 		t.Fatalf("after closing the file holds %q, want the last line", got)
 	}
+}
+
+// TestOpenLogsFlushed checks what a second signal does before it ends the
+// process: the lines buffered so far are written, and a log whose reader
+// has stopped does not hold it.
+func TestOpenLogsFlushed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, closeLog := bufferLog(f)
+	defer closeLog()
+	log := slog.New(slog.NewTextHandler(out, nil))
+	log.Info("the last request")
+	flushOpenLogs(10 * time.Second)
+	if data, err := os.ReadFile(path); err != nil || !strings.Contains(string(data), "the last request") {
+		t.Fatalf("after flushOpenLogs the file holds %q (%v), want the line", data, err)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	stuck, closeStuck := bufferLog(w)
+	// The pipe full, a flush of it blocks until the pipe is read. (Fd
+	// makes the pipe blocking at each call.)
+	fd := int(w.Fd())
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := syscall.Write(fd, make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		t.Fatal(err)
+	}
+	slog.New(slog.NewTextHandler(stuck, nil)).Info("never read")
+	flushed := make(chan struct{})
+	go func() { flushOpenLogs(100 * time.Millisecond); close(flushed) }()
+	select {
+	case <-flushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("flushOpenLogs waited 10 s for a log no one reads, want 100 ms")
+	}
+	go io.Copy(io.Discard, r) // and then the stuck flush ends
+	closeStuck()
 }
 
 // fullDisk is a writer that fails while full is set, as a full disk does.

@@ -226,6 +226,9 @@ func exitOnSignal(stop context.CancelFunc) {
 	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-again
+		// The log's lines buffered so far come first, and then why it
+		// ends.
+		flushOpenLogs(time.Second)
 		fmt.Fprintf(os.Stderr, "server: a second signal (%v): stopping at once, cutting what is in flight\n", sig)
 		os.Exit(1)
 	}()
