@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,8 +25,9 @@ const readyTimeout = 1500 * time.Millisecond
 // checks and, with a key store, the dashboard of keys, kept off the
 // JSON-RPC listener so that neither clients nor their keys ever reach them,
 // and so that they can be firewalled apart. svc holds the Service once the
-// chain is loaded; until then the server is alive and not ready.
-func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *atomic.Pointer[blockrpc.Service], dash *dashboard) *http.Server {
+// chain is loaded; until then the server is alive and not ready. On a
+// loopback listener, requests must name a loopback host (see localOnly).
+func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *atomic.Pointer[blockrpc.Service], dash *dashboard, loopback bool) *http.Server {
 	mux := http.NewServeMux()
 	if dash != nil {
 		dash.register(mux)
@@ -66,14 +69,48 @@ func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *atomic
 		}
 		plain(w, http.StatusOK, "ok")
 	})
+	var h http.Handler = mux
+	if loopback {
+		h = localOnly(mux)
+	}
 	return &http.Server{
-		Handler:           mux,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+}
+
+// localOnly refuses a request whose Host is not a loopback address or
+// localhost, with 403: a web page the operator opens may point a name of
+// its own at 127.0.0.1 (DNS rebinding), and its browser then reads what a
+// loopback listener serves as that page's own. A listener on another
+// address is reached by names no list here could know.
+func localOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			plain(w, http.StatusForbidden, "forbidden: the admin listener answers requests for localhost or a loopback address only")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports whether host, a Host header with or without a
+// port, names localhost or a loopback address.
+func isLoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ready asks the backend for the latest block, as eth_blockNumber does,

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -136,6 +137,41 @@ func TestAdminMetricsAndHealth(t *testing.T) {
 	}
 	if _, err := http.Get(admin + "/healthz"); err == nil {
 		t.Error("the admin listener still answers after the shutdown")
+	}
+}
+
+// TestAdminRebinding asks a loopback admin listener for its routes under
+// other names, as a page whose name points at 127.0.0.1 makes a browser
+// do: refused, while localhost and loopback addresses are served.
+func TestAdminRebinding(t *testing.T) {
+	srv := start(t, "-addr", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-keystore", "memory", "-admin-token", "operator-token-3f9a")
+	admin := srv.adminURL(t)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(admin, "http://"))
+	ask := func(host, path string) int {
+		req, err := http.NewRequest("GET", admin+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/"} {
+		for _, host := range []string{"rebind.example:" + port, "rebind.example", "192.0.2.1:" + port, "localhost.rebind.example:" + port} {
+			if status := ask(host, path); status != http.StatusForbidden {
+				t.Errorf("%s for Host %s: %d, want 403", path, host, status)
+			}
+		}
+		for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST", "localhost.:" + port, "[::1]:" + port, "127.0.0.2"} {
+			if status := ask(host, path); status != http.StatusOK {
+				t.Errorf("%s for Host %s: %d, want 200", path, host, status)
+			}
+		}
 	}
 }
 

@@ -68,7 +68,7 @@ func (l *listeners) serve(log *slog.Logger, o options, tlsConfig *tls.Config, rp
 	}
 	l.servers = []*http.Server{srv}
 	if l.admin != nil {
-		l.servers = append(l.servers, newAdminServer(log, metrics, &l.loaded, dash))
+		l.servers = append(l.servers, newAdminServer(log, metrics, &l.loaded, dash, isLoopback(l.admin.Addr().String())))
 	}
 	l.errc = make(chan error, len(l.servers))
 	go func() {

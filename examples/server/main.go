@@ -38,7 +38,8 @@
 //	-admin HOST:PORT  serve /metrics (Prometheus), /healthz and /readyz on a
 //	                  second, plain-HTTP listener (default: none; with
 //	                  -keystore, 127.0.0.1:8546), and with -keystore the
-//	                  dashboard of API keys
+//	                  dashboard of API keys; on loopback, only for a Host
+//	                  that is localhost or a loopback address
 //	-keystore S       keep API keys as data, made, limited and revoked on
 //	                  the dashboard while the server runs: memory, file:PATH
 //	                  (one server), or a postgres:// URL (any number of
