@@ -606,8 +606,13 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 	if v, ok := r.cache.get(key); ok {
 		return v.(*backend.Uncle), nil
 	}
-	var td, header []byte
-	err := r.pool.QueryRow(ctx, `SELECT td, header FROM uncles WHERE block_hash = $1 AND idx = $2`, hash[:], int32(index)).Scan(&td, &header)
+	// With the front of the block's record, which lists its uncles: a
+	// row copied from another block's uncle is not served as this one's.
+	var td, header, front []byte
+	var whole bool
+	err := r.pool.QueryRow(ctx, `SELECT u.td, u.header, substring(b.body FROM 1 FOR $3), length(b.body) <= $3
+		FROM uncles u JOIN blocks b ON b.hash = u.block_hash WHERE u.block_hash = $1 AND u.idx = $2`,
+		hash[:], int32(index), uncleFrontBytes).Scan(&td, &header, &front, &whole)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, r.noUncleRow(ctx, hash, index)
 	}
@@ -617,6 +622,13 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 	u, err := decodeUncle(header)
 	if err != nil {
 		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
+	}
+	b, err := r.recordFront(ctx, hash, front, whole)
+	if err != nil {
+		return nil, err
+	}
+	if index >= uint64(len(b.Uncles)) || b.Uncles[index] != u.Hash {
+		return nil, fmt.Errorf("uncle %d of block %s: its row holds uncle %s, which the block's record does not list there: %w", index, hash, u.Hash, record.ErrCorrupt)
 	}
 	if u.TotalDifficulty, err = decodeTD(td); err != nil {
 		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
@@ -641,24 +653,37 @@ func (r *Reader) noUncleRow(ctx context.Context, hash backend.Hash, index uint64
 		hash[:], uncleFrontBytes).Scan(&front, &whole); err != nil {
 		return r.readError(ctx, err)
 	}
-	b, _, err := record.DecodeHeader(front)
-	if err != nil && !whole {
-		// A front longer than that (a long extra data): the whole body.
-		if err := r.pool.QueryRow(ctx, `SELECT body FROM blocks WHERE hash = $1`, hash[:]).Scan(&front); err != nil {
-			return r.readError(ctx, err)
-		}
-		b, _, err = record.DecodeHeader(front)
+	b, err := r.recordFront(ctx, hash, front, whole)
+	if err != nil {
+		return err
 	}
-	switch {
-	case err != nil:
-		return fmt.Errorf("block %s: %w", hash, err)
-	case index < uint64(len(b.Uncles)):
+	if index < uint64(len(b.Uncles)) {
 		return fmt.Errorf("pgstore: uncle %d of block %s, which its record lists, has no row: rows deleted", index, hash)
 	}
 	return backend.ErrNotFound
 }
 
-// uncleFrontBytes is what noUncleRow reads of a body first: a header and
+// recordFront decodes the header and uncles of block hash from front, the
+// first uncleFrontBytes of its record (the whole record when whole), and
+// reads the whole record when the front was longer (a long extra data).
+func (r *Reader) recordFront(ctx context.Context, hash backend.Hash, front []byte, whole bool) (*backend.Block, error) {
+	b, _, err := record.DecodeHeader(front)
+	if err != nil && !whole {
+		if err := r.pool.QueryRow(ctx, `SELECT body FROM blocks WHERE hash = $1`, hash[:]).Scan(&front); err != nil {
+			return nil, r.readError(ctx, err)
+		}
+		b, _, err = record.DecodeHeader(front)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("block %s: %w", hash, err)
+	}
+	if b.Hash != hash {
+		return nil, fmt.Errorf("block %s: its row holds the record of block %d (%s): %w", hash, b.Number, b.Hash, record.ErrCorrupt)
+	}
+	return b, nil
+}
+
+// uncleFrontBytes is what an uncle's read reads of its block's body first: a header and
 // two uncles' of mainnet's sizes with room to spare.
 const uncleFrontBytes = 8 << 10
 

@@ -565,6 +565,7 @@ func TestReaderMisplacedRecord(t *testing.T) {
 	exec(`UPDATE `+table("canonical")+` SET hash = $1 WHERE number = 13`, hash(9))
 	exec(`UPDATE `+table("head")+` SET latest_hash = $1, version = version + 1`, hash(5))
 	exec(`DELETE FROM `+table("uncles")+` WHERE block_hash = $1`, hash(6))
+	exec(`UPDATE `+table("uncles")+` SET header = (SELECT header FROM `+table("uncles")+` WHERE block_hash = $1 AND idx = 0) WHERE block_hash = $2 AND idx = 0`, hash(18), hash(15))
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -574,6 +575,8 @@ func TestReaderMisplacedRecord(t *testing.T) {
 	_, reads["block 13 by number"] = r.BlockByNumber(ctx, 13)
 	_, reads["the latest block"] = r.BlockByNumber(ctx, backend.Latest)
 	_, reads["uncle 0 of block 6"] = r.UncleByBlockHashAndIndex(ctx, s.main.Block(6).Hash, 0)
+	_, reads["uncle 0 of block 15, block 18's"] = r.UncleByBlockHashAndIndex(ctx, s.main.Block(15).Hash, 0)
+	_, reads["uncle 0 of block 12, whose record is block 9's"] = r.UncleByBlockHashAndIndex(ctx, s.main.Block(12).Hash, 0)
 	for what, err := range reads {
 		if err == nil || errors.Is(err, backend.ErrNotFound) {
 			t.Errorf("%s: %v, want an error", what, err)
@@ -584,6 +587,9 @@ func TestReaderMisplacedRecord(t *testing.T) {
 	}
 	if b, err := r.BlockByNumber(ctx, 9); err != nil || b.Hash != s.main.Block(9).Hash {
 		t.Errorf("block 9: %v", err)
+	}
+	if u, err := r.UncleByBlockHashAndIndex(ctx, s.main.Block(18).Hash, 0); err != nil || u.Hash != s.main.Block(18).Uncles[0] {
+		t.Errorf("uncle 0 of block 18: %v", err)
 	}
 
 	// A block whose record's front is longer than what is read of it
