@@ -1,6 +1,7 @@
 package blockrpc_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -147,7 +148,7 @@ func TestBacklogLimit(t *testing.T) {
 			if resp.Header.Get("Retry-After") == "" {
 				t.Error("a 503 for a full backlog has no Retry-After")
 			}
-			checkError(t, parseAnswer(t, out), -32005, "server busy: too many answers waiting for their clients, retry later")
+			checkError(t, parseAnswer(t, out), -32005, backlogFull)
 		default:
 			t.Fatalf("status %d: %s", resp.StatusCode, out)
 		}
@@ -163,6 +164,88 @@ func TestBacklogLimit(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("still refused (%d) after the stalled client left", status)
+		}
+	}
+}
+
+// backlogFull is the message of a request refused for a full backlog.
+const backlogFull = "server busy: too many requests and answers in flight, retry later"
+
+// TestBacklogBodies checks that request bodies count in the backlog: a
+// client that sends large bodies and stalls cannot hold memory without
+// bound, as the answers of one that reads slowly cannot.
+func TestBacklogBodies(t *testing.T) {
+	c := newTestChain(t)
+	const limit = 1 << 20
+	srv := newServer(t, c.store, blockrpc.WithBacklogLimit(limit))
+	addr := srv.Listener.Addr().String()
+	call := `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`
+	padded := func(n int) string { return call + strings.Repeat(" ", n) }
+	// rawPost sends the head and the first sent bytes of body on a
+	// connection of its own.
+	rawPost := func(body string, sent int) (net.Conn, *bufio.Reader) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		go fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			testKey, len(body), body[:sent])
+		return conn, bufio.NewReader(conn)
+	}
+	answer := func(r *bufio.Reader) (int, string) {
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out bytes.Buffer
+		out.ReadFrom(resp.Body)
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
+			t.Error("a 503 for a full backlog has no Retry-After")
+		}
+		return resp.StatusCode, out.String()
+	}
+
+	// One body alone may be larger than the backlog.
+	if _, r := rawPost(padded(limit*3/2), len(padded(limit*3/2))); true {
+		if status, out := answer(r); status != http.StatusOK {
+			t.Fatalf("a body of 1.5 MiB alone: %d %s", status, out)
+		}
+	}
+	// A body of 900 KiB that stalls before its end; bodies of 200 KiB
+	// beside it are refused once it has been read, as they take the
+	// backlog past 1 MiB.
+	stalled := padded(900 << 10)
+	stalledConn, stalledAnswer := rawPost(stalled, len(stalled)-10)
+	refused := false
+	for deadline := time.Now().Add(20 * time.Second); !refused && time.Now().Before(deadline); {
+		_, r := rawPost(padded(200<<10), len(padded(200<<10)))
+		switch status, out := answer(r); status {
+		case http.StatusOK:
+			time.Sleep(20 * time.Millisecond)
+		case http.StatusServiceUnavailable:
+			refused = true
+			checkError(t, parseAnswer(t, []byte(out)), -32005, backlogFull)
+		default:
+			t.Fatalf("status %d: %s", status, out)
+		}
+	}
+	if !refused {
+		t.Fatal("bodies of 200 KiB were still read beside a stalled body of 900 KiB, over a backlog of 1 MiB")
+	}
+	// A small request, which keeps the backlog under its limit, is served.
+	if status, out := post(t, srv, call); status != http.StatusOK {
+		t.Errorf("a small request beside the stalled body: %d %s", status, out)
+	}
+	// The stalled body ends: it is served, and lets go of the backlog.
+	fmt.Fprint(stalledConn, stalled[len(stalled)-10:])
+	if status, out := answer(stalledAnswer); status != http.StatusOK || !strings.Contains(out, `"result":"0x`) {
+		t.Fatalf("the stalled request, once sent whole: %d %s", status, out)
+	}
+	if _, r := rawPost(padded(200<<10), len(padded(200<<10))); true {
+		if status, out := answer(r); status != http.StatusOK {
+			t.Errorf("a body of 200 KiB once the stalled one was served: %d %s", status, out)
 		}
 	}
 }

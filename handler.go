@@ -28,7 +28,7 @@ type Handler struct {
 	cfg     config
 	sharing bool          // single answers may refer to cached results
 	slots   chan struct{} // one per batch being rendered; nil: no limit
-	pending atomic.Int64  // answer bytes being written, all requests together
+	pending atomic.Int64  // request bodies held and answer bytes being written, all requests together
 }
 
 // NewHandler returns a Handler serving s.
@@ -88,8 +88,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body := getBuffer()
 	defer putBuffer(body)
+	var held int64 // the body's bytes counted in the backlog
+	defer func() { h.pending.Add(-held) }()
 	var err error
-	if *body, err = h.readBody(w, r, (*body)[:0]); err != nil {
+	if *body, err = h.readBody(w, r, (*body)[:0], &held); err != nil {
 		h.refuseBody(a, err)
 		return
 	}
@@ -102,6 +104,10 @@ func (h *Handler) refuseBody(a *answerWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
+	case errors.Is(err, errBodiesOverBacklog):
+		h.log(a.r.Context(), slog.LevelWarn, "blockrpc: refused a request: its body took the backlog of requests and answers over its limit", "limit", h.cfg.backlogLimit)
+		a.w.Header()["Retry-After"] = retryAfter
+		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, backlogFull)
 	case errors.As(err, &tooLarge):
 		a.refuse(http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("request body too large (>%d)", h.cfg.bodyLimit))
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -141,9 +147,9 @@ func (h *Handler) admit(a *answerWriter) (key string, ok bool) {
 		return "", false
 	}
 	if h.cfg.backlogLimit > 0 && h.pending.Load() > h.cfg.backlogLimit {
-		h.log(r.Context(), slog.LevelWarn, "blockrpc: refused a request: the backlog of answers being written is over its limit", "limit", h.cfg.backlogLimit)
+		h.log(r.Context(), slog.LevelWarn, "blockrpc: refused a request: the backlog of requests and answers is over its limit", "limit", h.cfg.backlogLimit)
 		a.w.Header()["Retry-After"] = retryAfter
-		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, "server busy: too many answers waiting for their clients, retry later")
+		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, backlogFull)
 		return "", false
 	}
 	return key, true
@@ -219,7 +225,14 @@ const maxPresize = 64 << 10
 //
 // A deadline on the request's context ends the read too, as a read
 // deadline set when it passes: it can only bring the server's forward.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) ([]byte, error) {
+//
+// What is read counts in the backlog (WithBacklogLimit), added to *held:
+// bodies are read before a key's rate limit can count their calls, and
+// clients sending many large bodies at once would otherwise hold memory
+// without bound. A body that takes the backlog past its limit while
+// others hold part of it fails with errBodiesOverBacklog; one alone is
+// read whole, as one answer alone is written whole.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte, held *int64) ([]byte, error) {
 	if _, ok := r.Context().Deadline(); ok {
 		rc := http.NewResponseController(w)
 		defer context.AfterFunc(r.Context(), func() { rc.SetReadDeadline(time.Now()) })()
@@ -237,6 +250,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) (
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if h.cfg.backlogLimit > 0 && n > 0 {
+			*held += int64(n)
+			if total := h.pending.Add(int64(n)); total > h.cfg.backlogLimit && total > *held {
+				return buf, errBodiesOverBacklog
+			}
+		}
 		switch {
 		case err == io.EOF:
 			return buf, nil
@@ -245,6 +264,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte) (
 		}
 	}
 }
+
+// backlogFull is the message of a request refused for a full backlog.
+const backlogFull = "server busy: too many requests and answers in flight, retry later"
+
+// errBodiesOverBacklog fails the read of a body that took the backlog past
+// its limit.
+var errBodiesOverBacklog = errors.New("blockrpc: the request bodies being read take the backlog past its limit")
 
 // Buffers are reused across requests. Large ones are let go rather than
 // pooled, so that the pool never keeps a giant answer's memory.

@@ -12,8 +12,9 @@ const (
 	DefaultBodyLimit     = 5 * 1024 * 1024
 )
 
-// DefaultBacklogLimit is the default bound on the answer bytes that all
-// requests together hold while their clients read them.
+// DefaultBacklogLimit is the default bound on the bytes that all requests
+// together hold: their bodies, and their answers while their clients read
+// them.
 const DefaultBacklogLimit = 256 << 20
 
 // An Option configures a Handler.
@@ -87,9 +88,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // limit.
 func WithBatchConcurrency(n int) Option { return func(c *config) { c.batchConcurrency = n } }
 
-// WithBacklogLimit bounds the answer bytes that all requests together hold
-// while their clients read them (default 256 MiB). Past it, new requests are
-// refused with 503 and a Retry-After header until the backlog drains. A
-// request holds at most a chunk of a batch's answers at a time, or its one
-// answer. 0 or less removes the limit.
+// WithBacklogLimit bounds the bytes that all requests together hold: the
+// answers written while their clients read them, and the request bodies
+// read and being served (default 256 MiB). Past it, new requests are
+// refused with 503 and a Retry-After header until the backlog drains, and
+// so is a request whose body takes it past the limit while others hold
+// part of it. A request holds its body, and at most a chunk of a batch's
+// answers at a time, or its one answer. 0 or less removes the limit.
 func WithBacklogLimit(n int64) Option { return func(c *config) { c.backlogLimit = n } }
