@@ -197,8 +197,10 @@ func TestBatchStopsAtItsDeadline(t *testing.T) {
 			t.Errorf("answer %d: %s %v, want -32002", i, a.Result, a.Error)
 		}
 	}
-	if n := calls.Load(); n != 1 {
-		t.Errorf("the backend was called %d times, want once: the calls after the deadline must not run", n)
+	// Once, or not at all when the machine stalled the request past its
+	// deadline before the first call.
+	if n := calls.Load(); n > 1 {
+		t.Errorf("the backend was called %d times, want once at most: the calls after the deadline must not run", n)
 	}
 }
 
