@@ -171,26 +171,39 @@ func TestBacklogLimit(t *testing.T) {
 // backlogFull is the message of a request refused for a full backlog.
 const backlogFull = "server busy: too many requests and answers in flight, retry later"
 
-// TestBacklogBodies checks that request bodies count in the backlog: a
-// client that sends large bodies and stalls cannot hold memory without
-// bound, as the answers of one that reads slowly cannot.
+// TestBacklogBodies checks that request bodies count in the backlog, and
+// in their key's share of it (half): clients that send large bodies and
+// stall cannot hold memory without bound, nor take the backlog from the
+// other keys.
 func TestBacklogBodies(t *testing.T) {
 	c := newTestChain(t)
 	const limit = 1 << 20
-	srv := newServer(t, c.store, blockrpc.WithBacklogLimit(limit))
+	h := blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithBacklogLimit(limit), blockrpc.WithKeys(blockrpc.NewKeySet("key-a", "key-b", "key-c")))
+	srv := serve(t, h)
 	addr := srv.Listener.Addr().String()
-	call := `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`
-	padded := func(n int) string { return call + strings.Repeat(" ", n) }
-	// rawPost sends the head and the first sent bytes of body on a
-	// connection of its own.
-	rawPost := func(body string, sent int) (net.Conn, *bufio.Reader) {
+	// held waits until the backlog counts want bytes: a request's are let
+	// go as its handler returns, after its client has the answer.
+	held := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); blockrpc.BacklogHeld(h) != int64(want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the backlog holds %d bytes, want %d", blockrpc.BacklogHeld(h), want)
+			}
+		}
+	}
+	padded := func(n int) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}` + strings.Repeat(" ", n)
+	}
+	// rawPost sends the head and the first sent bytes of body, for key,
+	// on a connection of its own.
+	rawPost := func(key, body string, sent int) (net.Conn, *bufio.Reader) {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
 		go fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-			testKey, len(body), body[:sent])
+			key, len(body), body[:sent])
 		return conn, bufio.NewReader(conn)
 	}
 	answer := func(r *bufio.Reader) (int, string) {
@@ -201,51 +214,98 @@ func TestBacklogBodies(t *testing.T) {
 		defer resp.Body.Close()
 		var out bytes.Buffer
 		out.ReadFrom(resp.Body)
-		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "" {
-			t.Error("a 503 for a full backlog has no Retry-After")
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			if resp.Header.Get("Retry-After") == "" {
+				t.Error("a 503 for a full backlog has no Retry-After")
+			}
+			checkError(t, parseAnswer(t, out.Bytes()), -32005, backlogFull)
 		}
 		return resp.StatusCode, out.String()
 	}
+	send := func(key string, size int) (int, string) {
+		_, r := rawPost(key, padded(size), len(padded(size)))
+		return answer(r)
+	}
+	// stall sends all of a body of size but its last 10 bytes, waits
+	// until the server has read them, with before the bytes held already,
+	// and returns what sends the rest and reads the answer.
+	stall := func(key string, size, before int) (end func() (int, string), sent int) {
+		body := padded(size)
+		conn, r := rawPost(key, body, len(body)-10)
+		held(before + len(body) - 10)
+		return func() (int, string) {
+			fmt.Fprint(conn, body[len(body)-10:])
+			return answer(r)
+		}, len(body) - 10
+	}
 
-	// One body alone may be larger than the backlog.
-	if _, r := rawPost(padded(limit*3/2), len(padded(limit*3/2))); true {
-		if status, out := answer(r); status != http.StatusOK {
-			t.Fatalf("a body of 1.5 MiB alone: %d %s", status, out)
+	if status, out := send("key-a", limit*3/2); status != http.StatusOK {
+		t.Fatalf("a body of 1.5 MiB alone, over the 1 MiB backlog: %d %s", status, out)
+	}
+	held(0)
+	// key-a stalls 400 KiB: its next body of 200 KiB takes it past its
+	// share, while key-b's is read.
+	endA, sentA := stall("key-a", 400<<10, 0)
+	if status, out := send("key-a", 200<<10); status != http.StatusServiceUnavailable {
+		t.Fatalf("key-a's body of 200 KiB beside its stalled one of 400 KiB, past its share of 512 KiB: %d %s", status, out)
+	}
+	held(sentA)
+	if status, out := send("key-b", 200<<10); status != http.StatusOK {
+		t.Fatalf("key-b's body of 200 KiB beside key-a's stalled one: %d %s", status, out)
+	}
+	held(sentA)
+	// key-b stalls 450 KiB: a body of 200 KiB of key-c takes the backlog
+	// past its limit, a small one does not.
+	endB, sentB := stall("key-b", 450<<10, sentA)
+	if status, out := send("key-c", 200<<10); status != http.StatusServiceUnavailable {
+		t.Fatalf("key-c's body of 200 KiB beside stalled ones of 850 KiB, past the backlog of 1 MiB: %d %s", status, out)
+	}
+	held(sentA + sentB)
+	if status, out := send("key-c", 0); status != http.StatusOK {
+		t.Errorf("a small request of key-c beside the stalled bodies: %d %s", status, out)
+	}
+	// The stalled bodies end: they are served, and let go of the backlog.
+	for _, end := range []func() (int, string){endA, endB} {
+		if status, out := end(); status != http.StatusOK || !strings.Contains(out, `"result":"0x`) {
+			t.Fatalf("a stalled request, once sent whole: %d %s", status, out)
 		}
 	}
-	// A body of 900 KiB that stalls before its end; bodies of 200 KiB
-	// beside it are refused once it has been read, as they take the
-	// backlog past 1 MiB.
-	stalled := padded(900 << 10)
-	stalledConn, stalledAnswer := rawPost(stalled, len(stalled)-10)
-	refused := false
-	for deadline := time.Now().Add(20 * time.Second); !refused && time.Now().Before(deadline); {
-		_, r := rawPost(padded(200<<10), len(padded(200<<10)))
-		switch status, out := answer(r); status {
-		case http.StatusOK:
-			time.Sleep(20 * time.Millisecond)
-		case http.StatusServiceUnavailable:
-			refused = true
-			checkError(t, parseAnswer(t, []byte(out)), -32005, backlogFull)
-		default:
-			t.Fatalf("status %d: %s", status, out)
+	held(0)
+	for _, key := range []string{"key-a", "key-c"} {
+		if status, out := send(key, 200<<10); status != http.StatusOK {
+			t.Errorf("%s's body of 200 KiB once the stalled ones were served: %d %s", key, status, out)
 		}
 	}
-	if !refused {
-		t.Fatal("bodies of 200 KiB were still read beside a stalled body of 900 KiB, over a backlog of 1 MiB")
+}
+
+// TestBacklogKeyShare checks that the answers one key's clients read
+// slowly take at most its share of the backlog: past it that key's
+// requests are refused, and the other keys' still served.
+func TestBacklogKeyShare(t *testing.T) {
+	store, _ := largestMainnetBlock(t)
+	const limit = 4 << 20
+	srv := newServer(t, store, blockrpc.WithBacklogLimit(limit), blockrpc.WithKeys(blockrpc.NewKeySet(testKey, "other-key")))
+	// Each stalled batch holds one block's answer (650 KB), and at most a
+	// chunk of others: four hold more than the key's share of 2 MiB, and
+	// less than the backlog of 4 MiB.
+	for range 4 {
+		stallingClient(t, srv.Listener.Addr().String(), fullBlockBatch(100), false)
 	}
-	// A small request, which keeps the backlog under its limit, is served.
-	if status, out := post(t, srv, call); status != http.StatusOK {
-		t.Errorf("a small request beside the stalled body: %d %s", status, out)
+	ask := func(key string) int {
+		resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+key, latestBlock, "Content-Type", "application/json"))
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			checkError(t, parseAnswer(t, out), -32005, backlogFull)
+		}
+		return resp.StatusCode
 	}
-	// The stalled body ends: it is served, and lets go of the backlog.
-	fmt.Fprint(stalledConn, stalled[len(stalled)-10:])
-	if status, out := answer(stalledAnswer); status != http.StatusOK || !strings.Contains(out, `"result":"0x`) {
-		t.Fatalf("the stalled request, once sent whole: %d %s", status, out)
+	for deadline := time.Now().Add(20 * time.Second); ask(testKey) != http.StatusServiceUnavailable; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("requests of a key whose stalled answers hold more than its share were still served")
+		}
 	}
-	if _, r := rawPost(padded(200<<10), len(padded(200<<10))); true {
-		if status, out := answer(r); status != http.StatusOK {
-			t.Errorf("a body of 200 KiB once the stalled one was served: %d %s", status, out)
+	for range 3 {
+		if status := ask("other-key"); status != http.StatusOK {
+			t.Fatalf("another key's request beside the stalled answers: %d, want 200", status)
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -28,7 +27,7 @@ type Handler struct {
 	cfg     config
 	sharing bool          // single answers may refer to cached results
 	slots   chan struct{} // one per batch being rendered; nil: no limit
-	pending atomic.Int64  // request bodies held and answer bytes being written, all requests together
+	backlog *backlog      // nil: no limit
 }
 
 // NewHandler returns a Handler serving s.
@@ -49,6 +48,9 @@ func NewHandler(s *Service, opts ...Option) *Handler {
 	h.methods, h.sharing = methodTable(s, cache), cache != nil
 	if h.cfg.batchConcurrency > 0 {
 		h.slots = make(chan struct{}, h.cfg.batchConcurrency)
+	}
+	if h.cfg.backlogLimit > 0 {
+		h.backlog = newBacklog(h.cfg.backlogLimit)
 	}
 	if h.cfg.keys == nil {
 		h.log(context.Background(), slog.LevelWarn, "blockrpc: no key validator: every request will be refused with 401")
@@ -88,10 +90,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body := getBuffer()
 	defer putBuffer(body)
-	var held int64 // the body's bytes counted in the backlog
-	defer func() { h.pending.Add(-held) }()
 	var err error
-	if *body, err = h.readBody(w, r, (*body)[:0], &held); err != nil {
+	if *body, err = h.readBody(a, (*body)[:0]); err != nil {
 		h.refuseBody(a, err)
 		return
 	}
@@ -146,11 +146,14 @@ func (h *Handler) admit(a *answerWriter) (key string, ok bool) {
 		a.refuse(status, code, msg)
 		return "", false
 	}
-	if h.cfg.backlogLimit > 0 && h.pending.Load() > h.cfg.backlogLimit {
-		h.log(r.Context(), slog.LevelWarn, "blockrpc: refused a request: the backlog of requests and answers is over its limit", "limit", h.cfg.backlogLimit)
-		a.w.Header()["Retry-After"] = retryAfter
-		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, backlogFull)
-		return "", false
+	if h.backlog != nil {
+		a.share = h.backlog.join(key)
+		if h.backlog.full(a.share) {
+			h.log(r.Context(), slog.LevelWarn, "blockrpc: refused a request: the backlog of requests and answers, or the key's share of it, is over its limit", "limit", h.cfg.backlogLimit)
+			a.w.Header()["Retry-After"] = retryAfter
+			a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, backlogFull)
+			return "", false
+		}
 	}
 	return key, true
 }
@@ -226,13 +229,13 @@ const maxPresize = 64 << 10
 // A deadline on the request's context ends the read too, as a read
 // deadline set when it passes: it can only bring the server's forward.
 //
-// What is read counts in the backlog (WithBacklogLimit), added to *held:
-// bodies are read before a key's rate limit can count their calls, and
-// clients sending many large bodies at once would otherwise hold memory
-// without bound. A body that takes the backlog past its limit while
-// others hold part of it fails with errBodiesOverBacklog; one alone is
-// read whole, as one answer alone is written whole.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte, held *int64) ([]byte, error) {
+// What is read counts in the backlog (WithBacklogLimit) until the request
+// ends: bodies are read before a key's rate limit can count their calls,
+// and clients sending many large bodies at once would otherwise hold
+// memory without bound. A body that takes the backlog past its limit, or
+// its key past its share, fails with errBodiesOverBacklog.
+func (h *Handler) readBody(a *answerWriter, buf []byte) ([]byte, error) {
+	w, r := a.w, a.r
 	if _, ok := r.Context().Deadline(); ok {
 		rc := http.NewResponseController(w)
 		defer context.AfterFunc(r.Context(), func() { rc.SetReadDeadline(time.Now()) })()
@@ -250,9 +253,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, buf []byte, h
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if h.cfg.backlogLimit > 0 && n > 0 {
-			*held += int64(n)
-			if total := h.pending.Add(int64(n)); total > h.cfg.backlogLimit && total > *held {
+		if a.share != nil && n > 0 {
+			a.bodyHeld += int64(n)
+			if h.backlog.grow(a.share, int64(n), a.bodyHeld) {
 				return buf, errBodiesOverBacklog
 			}
 		}

@@ -42,6 +42,8 @@ type answerWriter struct {
 	zip        *gzip.Writer // when streaming compressed
 	zipped     bytes.Buffer // the compressed bytes of one chunk
 	slot       bool         // holds one of the handler's batch slots
+	share      *keyShare    // the key's share of the backlog; nil without one
+	bodyHeld   int64        // the request body's bytes counted in it
 	shared     sharedResult // a cached result the single answer refers to
 }
 
@@ -67,6 +69,9 @@ func (a *answerWriter) out() *[]byte {
 // release returns the buffers, the batch slot, and the writer itself.
 func (a *answerWriter) release() {
 	a.releaseSlot()
+	if a.share != nil {
+		a.h.backlog.leave(a.share, a.bodyHeld)
+	}
 	if a.buf != nil {
 		putBuffer(a.buf)
 	}
@@ -282,9 +287,13 @@ func (a *answerWriter) writeBody(data []byte) {
 		return
 	}
 	a.noteLeft()
-	a.h.pending.Add(int64(len(data)))
+	if a.share != nil {
+		a.h.backlog.add(a.share, int64(len(data)))
+	}
 	n, err := a.w.Write(data)
-	a.h.pending.Add(-int64(len(data)))
+	if a.share != nil {
+		a.h.backlog.add(a.share, -int64(len(data)))
+	}
 	a.written += int64(n)
 	a.err = err
 }
