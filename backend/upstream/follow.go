@@ -918,6 +918,16 @@ func (f *Follower) retry(ctx context.Context, what string, op func(context.Conte
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, errAnswersBusy) {
+			// Not the endpoint's doing: other answers of this follower
+			// take the bound of those read at once. They end soon, and
+			// a backoff grown for it would slow the next failures'.
+			f.log.Debug("upstream: waiting for the answers being read", slog.String("what", what), slog.Any("err", err))
+			if err := sleep(ctx, f.first); err != nil {
+				return err
+			}
+			continue
+		}
 		d := bo.next(f.first, f.maxBackoff)
 		var ve *VerifyError
 		if errors.As(err, &ve) {
