@@ -15,21 +15,8 @@ import (
 // written at once with what came before it, and that closing writes the
 // rest.
 func TestBufferedLog(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "log")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out, closeLog := bufferLog(f)
+	out, closeLog, written := bufferedFile(t)
 	log := slog.New(flushOnError{slog.NewTextHandler(out, nil), out})
-	written := func() string {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
-	}
 
 	log.Info("request one")
 	if got := written(); got != "" {
@@ -46,23 +33,35 @@ func TestBufferedLog(t *testing.T) {
 	}
 }
 
-// TestOpenLogsFlushed checks what a second signal does before it ends the
-// process: the lines buffered so far are written, and a log whose reader
-// has stopped does not hold it.
-func TestOpenLogsFlushed(t *testing.T) {
+// bufferedFile returns a log buffered by bufferLog to a new file, what
+// closes it, and what reads what the file holds.
+func bufferedFile(t *testing.T) (out io.Writer, closeLog func(), written func() string) {
 	path := filepath.Join(t.TempDir(), "log")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out, closeLog := bufferLog(f)
+	t.Cleanup(func() { f.Close() })
+	out, closeLog = bufferLog(f)
+	return out, closeLog, func() string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+}
+
+// TestOpenLogsFlushed checks what a second signal does before it ends the
+// process: the lines buffered so far are written, and a log whose reader
+// has stopped does not hold it.
+func TestOpenLogsFlushed(t *testing.T) {
+	out, closeLog, written := bufferedFile(t)
 	defer closeLog()
-	log := slog.New(slog.NewTextHandler(out, nil))
-	log.Info("the last request")
+	slog.New(slog.NewTextHandler(out, nil)).Info("the last request")
 	flushOpenLogs(10 * time.Second)
-	if data, err := os.ReadFile(path); err != nil || !strings.Contains(string(data), "the last request") {
-		t.Fatalf("after flushOpenLogs the file holds %q (%v), want the line", data, err)
+	if got := written(); !strings.Contains(got, "the last request") {
+		t.Fatalf("after flushOpenLogs the file holds %q, want the line", got)
 	}
 
 	r, w, err := os.Pipe()
