@@ -2,6 +2,7 @@ package blockrpc
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -10,7 +11,10 @@ import (
 // their bodies, and their answers while their clients read them. Past its
 // limit new requests are refused, and so are those of a key that holds
 // more than its share, half of the limit: a key whose clients read slowly,
-// or send large bodies, cannot take the whole backlog from the others.
+// or send large bodies, cannot go on taking the backlog from the others.
+// The bounds are checked as a request arrives and as its body is read; the
+// answers of requests admitted are written even past them, each holding at
+// most a chunk of a batch's answers and one block's.
 type backlog struct {
 	limit  int64
 	total  atomic.Int64
@@ -30,7 +34,6 @@ type backlogShard struct {
 
 // keyShare is what one key's requests in flight hold.
 type keyShare struct {
-	key  string
 	held atomic.Int64
 	// requests is the key's requests in flight: counted up under the
 	// shard's mutex, which the letting go of an idle share takes too.
@@ -67,8 +70,10 @@ func (b *backlog) join(key string) *keyShare {
 			// not gone over again at every new key.
 			sh.sweepAt = 2 * len(sh.shares)
 		}
-		s = &keyShare{key: key}
-		sh.shares[key] = s
+		s = new(keyShare)
+		// The key is part of the request's path, and of the line it
+		// came in: kept as it is, the share would keep all of it.
+		sh.shares[strings.Clone(key)] = s
 	}
 	s.requests.Add(1)
 	return s

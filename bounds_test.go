@@ -310,6 +310,39 @@ func TestBacklogKeyShare(t *testing.T) {
 	}
 }
 
+// TestBacklogKeepsNoPath checks that what the backlog keeps of a key
+// after its requests end is not the path it came in, which a client may
+// make a megabyte long.
+func TestBacklogKeepsNoPath(t *testing.T) {
+	c := newTestChain(t)
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key-", i)
+	}
+	h := blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(blockrpc.NewKeySet(keys...)))
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	before := heap()
+	for _, key := range keys {
+		r := httptest.NewRequest(http.MethodPost, "/"+strings.Repeat("a", 1<<20)+"/v3/"+key, strings.NewReader(latestBlock))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("key %s: %d %s", key, w.Code, w.Body)
+		}
+	}
+	grew := int64(heap()) - int64(before)
+	runtime.KeepAlive(h)
+	if grew > 10<<20 {
+		t.Errorf("50 requests with paths of 1 MiB ended, and the heap kept %d MiB more", grew>>20)
+	}
+}
+
 // gate is a backend whose block lookups wait at a gate, counting how many
 // wait at once.
 type gate struct {

@@ -91,10 +91,12 @@ func WithBatchConcurrency(n int) Option { return func(c *config) { c.batchConcur
 // WithBacklogLimit bounds the bytes that all requests together hold: the
 // answers written while their clients read them, and the request bodies
 // read and being served (default 256 MiB). The requests of one API key may
-// hold half of it, so that one key's clients cannot take it all from the
-// others. Past either bound, new requests (of that key) are refused with
-// 503 and a Retry-After header until the backlog drains, and so is a
-// request whose body takes it past while others hold part of it. A request
-// holds its body, and at most a chunk of a batch's answers at a time, or
-// its one answer. 0 or less removes the limit.
+// hold half of it, so that one key's clients cannot go on taking it from
+// the others. Past either bound, new requests (of that key) are refused
+// with 503 and a Retry-After header until the backlog drains, and so is a
+// request whose body takes it past while others hold part of it. The
+// bounds are checked as a request arrives and as its body is read: the
+// answers of requests already admitted are written even past them. A
+// request holds its body, and at most a chunk of a batch's answers at a
+// time, or its one answer. 0 or less removes the limit.
 func WithBacklogLimit(n int64) Option { return func(c *config) { c.backlogLimit = n } }
