@@ -86,11 +86,12 @@ func newAdminServer(log *slog.Logger, metrics *blockrpcprom.Metrics, svc *atomic
 // localOnly refuses a request whose Host is not a loopback address or
 // localhost, with 403: a web page the operator opens may point a name of
 // its own at 127.0.0.1 (DNS rebinding), and its browser then reads what a
-// loopback listener serves as that page's own. A listener on another
-// address is reached by names no list here could know.
+// loopback listener serves as that page's own. A request without a Host
+// (HTTP/1.0) is no browser's, and health probes send such. A listener on
+// another address is reached by names no list here could know.
 func localOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isLoopbackHost(r.Host) {
+		if r.Host != "" && !isLoopbackHost(r.Host) {
 			plain(w, http.StatusForbidden, "forbidden: the admin listener answers requests for localhost or a loopback address only")
 			return
 		}

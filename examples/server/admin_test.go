@@ -4,8 +4,10 @@ package main
 // cache's flag, and the parts of the server that fan one observer out.
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -172,6 +174,22 @@ func TestAdminRebinding(t *testing.T) {
 				t.Errorf("%s for Host %s: %d, want 200", path, host, status)
 			}
 		}
+	}
+	// HTTP/1.0 without a Host, as minimal health probes ask, is no
+	// browser's: served.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /healthz HTTP/1.0\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz in HTTP/1.0 without a Host: %d, want 200", resp.StatusCode)
 	}
 }
 
