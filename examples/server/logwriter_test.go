@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -95,6 +97,55 @@ func TestOpenLogsFlushed(t *testing.T) {
 	}
 	go io.Copy(io.Discard, r) // and then the stuck flush ends
 	closeStuck()
+}
+
+// TestSecondSignalStuckStderr sends a second signal to a process whose
+// log goes to a stderr no one reads, full: the process still ends, at
+// once rather than when someone reads.
+func TestSecondSignalStuckStderr(t *testing.T) {
+	if os.Getenv("BLOCKRPC_TEST_STUCK_STDERR") == "1" {
+		out, _ := bufferLog(os.Stderr)
+		fd := int(os.Stderr.Fd())
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			os.Exit(4)
+		}
+		for {
+			if _, err := syscall.Write(fd, make([]byte, 4096)); err != nil {
+				break
+			}
+		}
+		syscall.SetNonblock(fd, false)
+		slog.New(slog.NewTextHandler(out, nil)).Info("a line no one reads")
+		exitOnSignal(func() {})
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		time.Sleep(time.Minute)
+		os.Exit(3)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondSignalStuckStderr$")
+	cmd.Env = append(os.Environ(), "BLOCKRPC_TEST_STUCK_STDERR=1")
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("the process ended with %v, want exit status 1", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("30 s after the second signal the process, its stderr unread, has not ended")
+	}
 }
 
 // fullDisk is a writer that fails while full is set, as a full disk does.

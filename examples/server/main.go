@@ -227,6 +227,9 @@ func exitOnSignal(stop context.CancelFunc) {
 	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-again
+		// Whatever a log or a stderr that no one reads holds up, the
+		// process ends.
+		time.AfterFunc(2*time.Second, func() { os.Exit(1) })
 		// The log's lines buffered so far come first, and then why it
 		// ends.
 		flushOpenLogs(time.Second)
