@@ -606,26 +606,34 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 	if v, ok := r.cache.get(key); ok {
 		return v.(*backend.Uncle), nil
 	}
-	// With the front of the block's record, which lists its uncles: a
-	// row copied from another block's uncle is not served as this one's.
+	// The uncle's row with the front of its block's record, which lists
+	// its uncles, in one statement: a row copied from another block's
+	// uncle is not served as this one's, and a row missing is told from an
+	// uncle the block does not have, as of one snapshot. (Read apart, the
+	// block could be written between the two reads, and look like one
+	// whose uncle's row was deleted.) A block's row and its uncles' are
+	// written in one transaction: a standby has both or neither.
 	var td, header, front []byte
 	var whole bool
 	err := r.pool.QueryRow(ctx, `SELECT u.td, u.header, substring(b.body FROM 1 FOR $3), length(b.body) <= $3
-		FROM uncles u JOIN blocks b ON b.hash = u.block_hash WHERE u.block_hash = $1 AND u.idx = $2`,
+		FROM blocks b LEFT JOIN uncles u ON u.block_hash = b.hash AND u.idx = $2 WHERE b.hash = $1`,
 		hash[:], int32(index), uncleFrontBytes).Scan(&td, &header, &front, &whole)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, r.noUncleRow(ctx, hash, index)
-	}
 	if err != nil {
-		return nil, r.readError(ctx, err)
-	}
-	u, err := decodeUncle(header)
-	if err != nil {
-		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
+		return nil, r.readError(ctx, err) // no row: no such block
 	}
 	b, err := r.recordFront(ctx, hash, front, whole)
 	if err != nil {
 		return nil, err
+	}
+	if header == nil {
+		if index < uint64(len(b.Uncles)) {
+			return nil, fmt.Errorf("pgstore: uncle %d of block %s, which its record lists, has no row: rows deleted", index, hash)
+		}
+		return nil, backend.ErrNotFound
+	}
+	u, err := decodeUncle(header)
+	if err != nil {
+		return nil, fmt.Errorf("uncle %d of block %s: %w", index, hash, err)
 	}
 	if index >= uint64(len(b.Uncles)) || b.Uncles[index] != u.Hash {
 		return nil, fmt.Errorf("uncle %d of block %s: its row holds uncle %s, which the block's record does not list there: %w", index, hash, u.Hash, record.ErrCorrupt)
@@ -637,30 +645,6 @@ func (r *Reader) UncleByBlockHashAndIndex(ctx context.Context, hash backend.Hash
 		r.cache.add(key, u, len(header))
 	}
 	return u, nil
-}
-
-// noUncleRow is the error of an uncle without a row: ErrNotFound, unless
-// the block's record lists it, when its row was deleted. A block's row and
-// its uncles' are written in one transaction: a standby has both or
-// neither.
-func (r *Reader) noUncleRow(ctx context.Context, hash backend.Hash, index uint64) error {
-	// The front of the record, which holds the uncles, is a few kilobytes
-	// where the body may be megabytes: a client that asks for uncles a
-	// block does not have should not have them read.
-	var front []byte
-	var whole bool
-	if err := r.pool.QueryRow(ctx, `SELECT substring(body FROM 1 FOR $2), length(body) <= $2 FROM blocks WHERE hash = $1`,
-		hash[:], uncleFrontBytes).Scan(&front, &whole); err != nil {
-		return r.readError(ctx, err)
-	}
-	b, err := r.recordFront(ctx, hash, front, whole)
-	if err != nil {
-		return err
-	}
-	if index < uint64(len(b.Uncles)) {
-		return fmt.Errorf("pgstore: uncle %d of block %s, which its record lists, has no row: rows deleted", index, hash)
-	}
-	return backend.ErrNotFound
 }
 
 // recordFront decodes the header and uncles of block hash from front, the
