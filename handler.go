@@ -105,7 +105,7 @@ func (h *Handler) refuseBody(a *answerWriter, err error) {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, errBodiesOverBacklog):
-		h.log(a.r.Context(), slog.LevelWarn, "blockrpc: refused a request: its body took the backlog of requests and answers over its limit", "limit", h.cfg.backlogLimit)
+		h.log(a.r.Context(), slog.LevelWarn, "blockrpc: refused a request: its body took the backlog of requests and answers, or the key's share of it, over its limit", "limit", h.cfg.backlogLimit)
 		a.w.Header()["Retry-After"] = retryAfter
 		a.refuse(http.StatusServiceUnavailable, codeLimitExceeded, backlogFull)
 	case errors.As(err, &tooLarge):
@@ -272,7 +272,7 @@ func (h *Handler) readBody(a *answerWriter, buf []byte) ([]byte, error) {
 const backlogFull = "server busy: too many requests and answers in flight, retry later"
 
 // errBodiesOverBacklog fails the read of a body that took the backlog past
-// its limit.
+// its limit, or its key past its share.
 var errBodiesOverBacklog = errors.New("blockrpc: the request bodies being read take the backlog past its limit")
 
 // Buffers are reused across requests. Large ones are let go rather than
