@@ -94,15 +94,8 @@ func adminToken(flagValue string, flagSet bool, addr string) (string, error) {
 // isLoopback reports whether addr listens on loopback only: an empty host
 // listens everywhere.
 func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	_, _, err := net.SplitHostPort(addr)
+	return err == nil && isLoopbackHost(addr)
 }
 
 // openKeys opens the key store of -keystore and the dashboard over it, and
