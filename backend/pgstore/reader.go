@@ -667,8 +667,8 @@ func (r *Reader) recordFront(ctx context.Context, hash backend.Hash, front []byt
 	return b, nil
 }
 
-// uncleFrontBytes is what an uncle's read reads of its block's body first: a header and
-// two uncles' of mainnet's sizes with room to spare.
+// uncleFrontBytes is how much of its block's body an uncle's read fetches
+// first: a header and two uncles' of mainnet's sizes with room to spare.
 const uncleFrontBytes = 8 << 10
 
 // readError turns no row into backend.ErrNotFound, and keeps the context's
