@@ -389,20 +389,11 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 	// The write waits for a lock on the blocks table, having locked the
 	// lease's row; the network fails; then the table's lock goes, and
 	// the write's statement ends on the server, unheard.
-	locker, err := pgtest.Connect(t, url).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer locker.Rollback(ctx)
-	if _, err := locker.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "blocks"}.Sanitize()+" IN SHARE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := lockTable(t, url, schema, "blocks", "SHARE")
 	go s.write(first, s.main.Block(6), true) // ends when first closes
 	awaitLockWait(t, lockWaiters(t, url, application), "the write", nil)
 	proxy.Partition()
-	if err := locker.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 func sharedURL(t testing.TB) (*pgtest.Server, string) { return pgtest.Shared(t) }
 
 // lockTable locks a table of schema in mode, in a transaction held until
-// the test ends, as an operator's LOCK, REINDEX or VACUUM would.
-func lockTable(t testing.TB, url, schema, table, mode string) {
+// the test ends, as an operator's LOCK, REINDEX or VACUUM would, or until
+// the release it returns is called.
+func lockTable(t testing.TB, url, schema, table, mode string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pgtest.Connect(t, url).Begin(ctx)
@@ -37,6 +38,12 @@ func lockTable(t testing.TB, url, schema, table, mode string) {
 	t.Cleanup(func() { tx.Rollback(ctx) })
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, table}.Sanitize()+" IN "+mode+" MODE"); err != nil {
 		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

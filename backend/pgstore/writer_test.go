@@ -10,7 +10,6 @@ import (
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/pgstore/pgtest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestWriterUnsureCommit has the writer forget a reorganisation it
@@ -134,14 +133,7 @@ func TestWriterClosedTwiceAtOnce(t *testing.T) {
 	s.addMain(t, w, 3)
 	// The first Close waits to give the lease up while another session
 	// holds the lease's table.
-	tx, err := pgtest.Connect(t, url).Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{schema, "writer_lease"}.Sanitize()+" IN SHARE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := lockTable(t, url, schema, "writer_lease", "SHARE")
 	waiting := lockWaiters(t, url)
 	first, second := make(chan struct{}), make(chan struct{})
 	go func() { w.Close(); close(first) }()
@@ -152,9 +144,7 @@ func TestWriterClosedTwiceAtOnce(t *testing.T) {
 		t.Fatal("the second Close returned while the first still gave the lease up")
 	case <-time.After(200 * time.Millisecond):
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	<-second
 	// The first returns too, its lease given up: the second did not
 	// return before the release, which is what it waits for.
