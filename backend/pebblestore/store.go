@@ -133,6 +133,15 @@ type Options struct {
 	// at the default, which a store of a small chain may rather save.
 	MemTableBytes int64
 
+	// Compress stores the blocks of the files written from now on
+	// compressed with MinLZ (Snappy on arm64): the files take about 0.93
+	// of the chain's RLP rather than 1.15, and a read that misses the
+	// cache decompresses its block (see "Compression" in the README for
+	// what that costs). Files already written, as all were before
+	// Compress was an option, keep the compression they were written with
+	// until a compaction rewrites them, and are read either way.
+	Compress bool
+
 	// Sync makes every write wait until it is on the disk, so that neither
 	// a killed process nor a crash of the machine loses a write that has
 	// returned.
@@ -253,7 +262,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		l.FilterType = pebble.TableFilter
 		l.BlockSize = blockSize
 		l.IndexBlockSize = indexBlockSize
-		l.Compression = func() *sstable.CompressionProfile { return compression }
+		l.Compression = func() *sstable.CompressionProfile { return compression(o.Compress) }
 	}
 	for i := range po.TargetFileSizes {
 		po.TargetFileSizes[i] = targetFileSize
@@ -285,20 +294,30 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// compression is the block compression of every level: Pebble's
-// "fastest" profile, MinLZ (Snappy on arm64). Decompressing the block is
-// most of a read that misses the cache, and zstd's balanced profile made
-// that twice as slow: at 10^6 blocks the served warm p50 was 69 µs with it
-// and 32 KB blocks, 29.6 µs with MinLZ and 8 KB blocks (TestScale, one run
-// each). Block records still take less than the chain's RLP (0.90×, from
-// 0.87×; TestEncodingSizes: calldata is mostly zero padding).
-var compression = sstable.FastestCompression
+// compression is the block compression of every level. By default none:
+// a read that misses the cache is then a pread into the cache's memory,
+// with no second buffer to decompress from. Cold answers through the
+// handler came at 0.46 and 0.53 of memstore's rate at 10^3 and 10^5
+// blocks uncompressed, against 0.39 and 0.37 compressed, and at 0.41
+// against 0.42 at 10^6 (the median of TestScale's rounds interleaved
+// with memstore's; see "Compression" in the README), for files 1.15
+// times the chain's RLP rather than 0.93, within the 1.2 the store is
+// held to. Compressed, it is Pebble's "fastest" profile, MinLZ: zstd's
+// balanced profile made a read twice as slow (at 10^6 blocks, a served
+// warm p50 of 69 µs with 32 KB blocks, against 29.6 µs with MinLZ and 8
+// KB blocks; TestScale, one run each).
+func compression(compress bool) *sstable.CompressionProfile {
+	if compress {
+		return sstable.FastestCompression
+	}
+	return sstable.NoCompression
+}
 
 // blockSize is the target size of the data blocks of the database's files,
-// before compression. A read that misses the cache reads, decompresses and
-// caches a whole block for one record of a few KB, and Pebble closes a
-// block once it holds about blockSize bytes. At 10^6 blocks of 8
-// transactions (5.3 KB of RLP each), a data block took 6.2 KB on disk on
+// before any compression. A read that misses the cache reads and caches a
+// whole block for one record of a few KB, and Pebble closes a block once
+// it holds about blockSize bytes. At 10^6 blocks of 8 transactions (5.3
+// KB of RLP each), compressed, a data block took 6.2 KB on disk on
 // average at 4 KB, 9.0 KB at 8 KB, and the tables 0.925 of the RLP
 // against 0.910.
 const blockSize = 4 << 10

@@ -14,6 +14,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
 	"github.com/blockrpc/blockrpc/internal/blocksample"
+	"github.com/blockrpc/blockrpc/internal/synth"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -122,6 +123,60 @@ func TestReopen(t *testing.T) {
 	}
 	fork.Reorg()
 	backendtest.TestBackend(t, s2, b.Store(), b.Head().Hash)
+}
+
+// TestCompress writes the same chain into a store with Options.Compress
+// and one without: the compressed tables must be markedly smaller. A
+// compressed store, as stores were by default before, opened without
+// Compress must serve its blocks and write its new files uncompressed.
+func TestCompress(t *testing.T) {
+	ctx := context.Background()
+	const n = 400
+	g := synth.New(synth.Config{Seed: 3, TxsPerBlock: 8})
+	blocks := make([]*backend.Block, n+100)
+	for i := range blocks {
+		blocks[i] = g.Next()
+	}
+	// write adds blocks[from:to] and returns the size of the tables of the
+	// store opened again, once Pebble has let the obsolete ones go.
+	write := func(s **Store, from, to int, opts *Options) int64 {
+		t.Helper()
+		for _, b := range blocks[from:to] {
+			if err := (*s).AddBlock(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := (*s).db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		*s = reopen(t, *s, opts)
+		return tablesSize(t, (*s).Dir())
+	}
+	plain, packed := openTest(t, nil), openTest(t, &Options{Compress: true})
+	plainSize, packedSize := write(&plain, 0, n, nil), write(&packed, 0, n, &Options{Compress: true})
+	if packedSize > plainSize*9/10 {
+		t.Fatalf("tables with Compress: %d bytes, without: %d; want at most 0.9 of them", packedSize, plainSize)
+	}
+
+	packed = reopen(t, packed, nil)
+	plainGrowth := write(&plain, n, len(blocks), nil) - plainSize
+	packedGrowth := write(&packed, n, len(blocks), nil) - packedSize
+	if packedGrowth < plainGrowth*95/100 {
+		t.Errorf("blocks written into a compressed store opened without Compress took %d bytes more, against %d in a store never compressed", packedGrowth, plainGrowth)
+	}
+	for num := range backend.BlockNumber(len(blocks)) {
+		got, err := packed.BlockByNumber(ctx, num)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := plain.BlockByNumber(ctx, num)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.AppendJSON(nil, true), want.AppendJSON(nil, true)) {
+			t.Fatalf("block %d differs between the two stores", num)
+		}
+	}
 }
 
 // TestOtherChain imports a dump, then one of another chain: refused at its
