@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,11 +35,13 @@ import (
 // BenchmarkImport and BenchmarkBlockByNumber are the quick ones `make
 // bench` runs.
 var (
-	scaleFlag  = flag.String("pebblestore.scale", "", "chain sizes for TestScale, comma-separated (e.g. 1000,100000,1000000)")
-	scaleTxs   = flag.Int("pebblestore.txs", 8, "TestScale: mean transactions a block")
-	scaleCache = flag.Int64("pebblestore.cache", DefaultCacheBytes, "TestScale: the store's CacheBytes")
-	scaleReads = flag.Int("pebblestore.reads", 20000, "TestScale: random reads per measurement")
-	scaleMem   = flag.Int("pebblestore.memstore-max", 100000, "TestScale: the largest size memstore is measured at")
+	scaleFlag   = flag.String("pebblestore.scale", "", "chain sizes for TestScale, comma-separated (e.g. 1000,100000,1000000)")
+	scaleTxs    = flag.Int("pebblestore.txs", 8, "TestScale: mean transactions a block")
+	scaleCache  = flag.Int64("pebblestore.cache", DefaultCacheBytes, "TestScale: the store's CacheBytes")
+	scaleComp   = flag.Bool("pebblestore.compress", false, "TestScale: the store's Compress")
+	scaleReads  = flag.Int("pebblestore.reads", 20000, "TestScale: random reads per measurement")
+	scaleMem    = flag.Int("pebblestore.memstore-max", 100000, "TestScale: the largest size memstore is measured at")
+	scaleRounds = flag.Int("pebblestore.rounds", 5, "TestScale: rounds of cold served reads interleaved with memstore's")
 )
 
 // TestScale imports synthetic chains of mainnet's shape (package synth)
@@ -56,6 +61,15 @@ var (
 // served too, for blocks not in a cache full of others (see missed). A
 // line a size gives the bytes read from storage, not the page cache,
 // while the served answers were measured.
+//
+// This machine's speed changes by tens of percent from one minute to the
+// next, which a ratio of two figures taken minutes apart takes for a
+// difference between the stores. So each size up to memstore-max ends
+// with rounds of cold served reads, each followed at once by memstore
+// serving the same blocks in another process (TestScaleMemstore), and
+// gives their ratio round by round and its median. (memstore's gigabytes
+// of Go values, live in this process, would slow Pebble's reads: every
+// collection would mark them.)
 func TestScale(t *testing.T) {
 	if *scaleFlag == "" {
 		t.Skip("set -pebblestore.scale to run")
@@ -68,21 +82,27 @@ func TestScale(t *testing.T) {
 		}
 		sizes = append(sizes, n)
 	}
-	var rows []string
+	var rows, rounds []string
 	for _, n := range sizes {
-		rows = append(rows, measureScale(t, n)...)
+		r, ratios := measureScale(t, n)
+		rows, rounds = append(rows, r...), append(rounds, ratios...)
 	}
-	t.Logf("%d transactions a block on average, CacheBytes %d MiB, %d random reads a measurement\n"+
+	t.Logf("%d transactions a block on average, CacheBytes %d MiB, Compress %v, %d random reads a measurement\n"+
 		"| blocks | store | import blocks/s | import MB/s (RLP) | disk / RLP (tables / RLP) | cold p50 | cold p99 | cold reads/s | warm p50 | warm p99 | warm reads/s | cold rendered/s | warm rendered/s | cold served p50 | cold served p99 | cold served/s | warm served p50 | warm served p99 | warm served/s | missed served p50 | missed served p99 | missed served/s |\n"+
 		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n%s",
-		*scaleTxs, *scaleCache>>20, *scaleReads, strings.Join(rows, "\n"))
+		*scaleTxs, *scaleCache>>20, *scaleComp, *scaleReads, strings.Join(rows, "\n"))
+	if len(rounds) > 0 {
+		t.Logf("cold served reads, each round followed by memstore's, answers a second\n"+
+			"| blocks | Pebble cold served/s, round by round | memstore served/s | cold ÷ memstore | median ratio |\n"+
+			"|---|---|---|---|---|\n%s", strings.Join(rounds, "\n"))
+	}
 }
 
 // measureScale measures both stores at one size, and returns a table row
-// for each.
-func measureScale(t *testing.T, n int) []string {
+// for each, and the row of the interleaved rounds.
+func measureScale(t *testing.T, n int) (rows, rounds []string) {
 	dir := t.TempDir()
-	s, err := Open(dir, &Options{CacheBytes: *scaleCache})
+	s, err := Open(dir, &Options{CacheBytes: *scaleCache, Compress: *scaleComp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +145,7 @@ func measureScale(t *testing.T, n int) []string {
 	// The files of a store opened again: Pebble deletes the obsolete
 	// ones as it opens. Its log files, some kept for reuse, are a fixed
 	// cost of a few memtables' size, apart from the tables.
-	s, err = Open(dir, &Options{CacheBytes: *scaleCache})
+	s, err = Open(dir, &Options{CacheBytes: *scaleCache, Compress: *scaleComp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +164,7 @@ func measureScale(t *testing.T, n int) []string {
 		return fmt.Sprintf("%.0f | %.1f", float64(n)/d.Seconds(), float64(rlp)/1e6/d.Seconds())
 	}
 	open := func() *Store {
-		s, err := Open(dir, &Options{CacheBytes: *scaleCache})
+		s, err := Open(dir, &Options{CacheBytes: *scaleCache, Compress: *scaleComp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,14 +181,17 @@ func measureScale(t *testing.T, n int) []string {
 		}
 		return percentiles(d)
 	}
-	coldRate := func(measure func(*Store, []backend.BlockNumber) time.Duration) string {
+	coldRateOf := func(measure func(*Store, []backend.BlockNumber) time.Duration) time.Duration {
 		var took time.Duration
 		for _, b := range batches {
 			s := open()
 			took += measure(s, b)
 			s.Close()
 		}
-		return perSecond(len(numbers), took)
+		return took
+	}
+	coldRate := func(measure func(*Store, []backend.BlockNumber) time.Duration) string {
+		return perSecond(len(numbers), coldRateOf(measure))
 	}
 	read := func(s *Store, b []backend.BlockNumber) []time.Duration { return latencies(t, s, b) }
 	readTwo := func(s *Store, b []backend.BlockNumber) time.Duration { return throughput(t, s, b, false) }
@@ -198,15 +221,104 @@ func measureScale(t *testing.T, n int) []string {
 	t.Logf("%d blocks: read from storage while served: cold %.2f KB a read, missed (and the reads filling the cache) %.1f MB in all",
 		n, float64(coldStorage)/1e3/float64(2*len(numbers)), float64(missStorage)/1e6)
 	s.Close()
-	rows := []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldReads, warmLat, warmRate, coldRender, warmRender, coldServeLat, coldServe, warmServeLat, warmServe, missLat, miss)}
-	if n <= *scaleMem {
-		mem, memTime := memstoreOf(t, n)
-		runtime.GC()
-		lat, r, render := percentiles(latencies(t, mem, numbers)), all(throughput(t, mem, numbers, false)), all(throughput(t, mem, numbers, true))
-		servedLat, served := percentiles(serveLatencies(t, mem, numbers)), all(serveRate(t, mem, numbers))
-		rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | | |", n, rate(memTime), lat, r, lat, r, render, render, servedLat, served, servedLat, served))
+	rows = []string{fmt.Sprintf("| %d | pebble | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", n, rate(pebbleTime), fmt.Sprintf("%.3f (%.3f)", float64(disk)/float64(rlp), float64(tables)/float64(rlp)), coldLat, coldReads, warmLat, warmRate, coldRender, warmRender, coldServeLat, coldServe, warmServeLat, warmServe, missLat, miss)}
+	if n > *scaleMem {
+		return rows, nil
 	}
-	return rows
+	if *scaleRounds > 0 {
+		rounds = []string{interleaved(t, n, func() time.Duration { return coldRateOf(answerTwo) })}
+	}
+	mem, memTime := memstoreOf(t, n)
+	runtime.GC()
+	lat, reads, rendered := percentiles(latencies(t, mem, numbers)), all(throughput(t, mem, numbers, false)), all(throughput(t, mem, numbers, true))
+	servedLat, served := percentiles(serveLatencies(t, mem, numbers)), all(serveRate(t, mem, numbers))
+	rows = append(rows, fmt.Sprintf("| %d | memstore | %s | (memory) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | | |", n, rate(memTime), lat, reads, lat, reads, rendered, rendered, servedLat, served, servedLat, served))
+	return rows, rounds
+}
+
+const scaleMemstoreEnv = "PEBBLESTORE_SCALE_MEMSTORE"
+
+// interleaved runs TestScale's rounds at n blocks: cold, which serves
+// its reads on stores just opened and returns how long they took, then
+// memstore serving the same blocks in a TestScaleMemstore process. It
+// returns the table row of the rounds.
+func interleaved(t *testing.T, n int, cold func() time.Duration) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestScaleMemstore$", "-test.count=1",
+		fmt.Sprintf("-pebblestore.txs=%d", *scaleTxs), fmt.Sprintf("-pebblestore.reads=%d", *scaleReads))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", scaleMemstoreEnv, n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	out := bufio.NewReader(stdout)
+	// reply reads the child's next line, a float after "memstore ".
+	reply := func() float64 {
+		line, err := out.ReadString('\n')
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "memstore ")
+		f, perr := strconv.ParseFloat(v, 64)
+		if err != nil || !ok || perr != nil {
+			t.Fatalf("memstore's process: %q, %v", line, err)
+		}
+		return f
+	}
+	reply() // its chain built
+	reads := len(slices.Concat(coldBatches(n, *scaleReads)...))
+	var pebble, mem, ratios []string
+	var r []float64
+	for range *scaleRounds {
+		p := float64(reads) / cold().Seconds()
+		if _, err := fmt.Fprintln(stdin, "serve"); err != nil {
+			t.Fatal(err)
+		}
+		m := float64(reads) / reply()
+		pebble, mem = append(pebble, fmt.Sprintf("%.0f", p)), append(mem, fmt.Sprintf("%.0f", m))
+		ratios, r = append(ratios, fmt.Sprintf("%.2f", p/m)), append(r, p/m)
+	}
+	slices.Sort(r)
+	median := r[len(r)/2]
+	if len(r)%2 == 0 {
+		median = (r[len(r)/2-1] + median) / 2
+	}
+	return fmt.Sprintf("| %d | %s | %s | %s | %.2f |", n, strings.Join(pebble, ", "), strings.Join(mem, ", "), strings.Join(ratios, ", "), median)
+}
+
+// TestScaleMemstore is memstore's side of TestScale's rounds, run by
+// TestScale in a process of its own: it holds the chain of the size its
+// parent names, and for each line its parent writes serves the blocks of
+// TestScale's cold reads as serveRate does, and writes back the seconds
+// they took.
+func TestScaleMemstore(t *testing.T) {
+	v := os.Getenv(scaleMemstoreEnv)
+	if v == "" {
+		t.Skip("run by TestScale")
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, _ := memstoreOf(t, n)
+	numbers := slices.Concat(coldBatches(n, *scaleReads)...)
+	// The garbage of the build collected and its memory given back now,
+	// not by the runtime's background work during the parent's rounds.
+	debug.FreeOSMemory()
+	fmt.Println("memstore 0")
+	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
+		fmt.Printf("memstore %g\n", serveRate(t, mem, numbers).Seconds())
+	}
 }
 
 // storageRead returns the bytes this process has had read from storage,
