@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -243,28 +242,9 @@ const scaleMemstoreEnv = "PEBBLESTORE_SCALE_MEMSTORE"
 // memstore serving the same blocks in a TestScaleMemstore process. It
 // returns the table row of the rounds.
 func interleaved(t *testing.T, n int, cold func() time.Duration) string {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^TestScaleMemstore$", "-test.count=1",
+	stdin, out, stop := startChild(t, "TestScaleMemstore", fmt.Sprintf("%s=%d", scaleMemstoreEnv, n),
 		fmt.Sprintf("-pebblestore.txs=%d", *scaleTxs), fmt.Sprintf("-pebblestore.reads=%d", *scaleReads))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", scaleMemstoreEnv, n))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	out := bufio.NewReader(stdout)
+	defer stop()
 	// reply reads the child's next line, a float after "memstore ".
 	reply := func() float64 {
 		line, err := out.ReadString('\n')

@@ -198,28 +198,10 @@ func TestOpenHeldElsewhere(t *testing.T) {
 		s.Close()
 		return
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(exe, "-test.run=^TestOpenHeldElsewhere$", "-test.count=1")
-	cmd.Env = append(os.Environ(), holdEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "open\n" {
+	_, out, stop := startChild(t, "TestOpenHeldElsewhere", holdEnv+"="+dir)
+	defer stop()
+	if line, _ := out.ReadString('\n'); line != "open\n" {
 		t.Fatalf("the child did not open the store: %q", line)
 	}
 	s, err := Open(dir, nil)
@@ -229,6 +211,36 @@ func TestOpenHeldElsewhere(t *testing.T) {
 	}
 	if want := dir + " is open in another process"; !strings.Contains(err.Error(), want) {
 		t.Errorf("Open = %v, want an error that says %q", err, want)
+	}
+}
+
+// startChild runs this test binary again for the test named alone, with
+// env added to its environment and args to its flags, and returns the
+// child's stdin and stdout, and stop, which closes its stdin and waits for
+// it to end.
+func startChild(t testing.TB, test, env string, args ...string) (io.Writer, *bufio.Reader, func()) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, append([]string{"-test.run=^" + test + "$", "-test.count=1"}, args...)...)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, bufio.NewReader(stdout), func() {
+		stdin.Close()
+		cmd.Wait()
 	}
 }
 
