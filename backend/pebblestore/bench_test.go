@@ -225,7 +225,7 @@ func measureScale(t *testing.T, n int) (rows, rounds []string) {
 		return rows, nil
 	}
 	if *scaleRounds > 0 {
-		rounds = []string{interleaved(t, n, func() time.Duration { return coldRateOf(answerTwo) })}
+		rounds = []string{interleaved(t, n, len(numbers), func() time.Duration { return coldRateOf(answerTwo) })}
 	}
 	mem, memTime := memstoreOf(t, n)
 	runtime.GC()
@@ -238,10 +238,10 @@ func measureScale(t *testing.T, n int) (rows, rounds []string) {
 const scaleMemstoreEnv = "PEBBLESTORE_SCALE_MEMSTORE"
 
 // interleaved runs TestScale's rounds at n blocks: cold, which serves
-// its reads on stores just opened and returns how long they took, then
-// memstore serving the same blocks in a TestScaleMemstore process. It
-// returns the table row of the rounds.
-func interleaved(t *testing.T, n int, cold func() time.Duration) string {
+// the reads of its cold measurements on stores just opened and returns
+// how long they took, then memstore serving the same blocks in a
+// TestScaleMemstore process. It returns the table row of the rounds.
+func interleaved(t *testing.T, n, reads int, cold func() time.Duration) string {
 	stdin, out, stop := startChild(t, "TestScaleMemstore", fmt.Sprintf("%s=%d", scaleMemstoreEnv, n),
 		fmt.Sprintf("-pebblestore.txs=%d", *scaleTxs), fmt.Sprintf("-pebblestore.reads=%d", *scaleReads))
 	defer stop()
@@ -256,7 +256,6 @@ func interleaved(t *testing.T, n int, cold func() time.Duration) string {
 		return f
 	}
 	reply() // its chain built
-	reads := len(slices.Concat(coldBatches(n, *scaleReads)...))
 	var pebble, mem, ratios []string
 	var r []float64
 	for range *scaleRounds {
