@@ -211,6 +211,8 @@ func (o *options) checkSource(set map[string]bool) error {
 		return errors.New("-read-only serves the store as its writer keeps it: -chain and -follow write, give them to the writer (the same -store without -read-only)")
 	case set["store-cache"] && o.store.kind == storeMemory:
 		return errors.New("-store-cache applies to a pebble: or postgres:// -store: the memory store holds the whole chain")
+	case set["store-compress"] && o.store.kind != storePebble:
+		return errors.New("-store-compress applies to a pebble: -store: a PostgreSQL store compresses a block only where that keeps it in its row")
 	case o.storeCache < 0 && o.store.kind == storePebble:
 		return fmt.Errorf("-store-cache %d: a Pebble store needs a cache: give a size in bytes, or leave the default", o.storeCache)
 	case o.poll < 0:

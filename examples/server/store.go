@@ -182,6 +182,11 @@ type writableStore interface {
 	backend.Writer
 }
 
+// pebbleOptions are the options of the Pebble store of -store.
+func pebbleOptions(o options, log *slog.Logger) *pebblestore.Options {
+	return &pebblestore.Options{CacheBytes: o.storeCache, Compress: o.storeCompress, Logger: log}
+}
+
 // openStore opens the persistent store of -store and makes it ready to
 // serve: a dump imported, a follower made (started by startFollowing),
 // the demo chain imported into an empty store, or what it holds served.
@@ -194,7 +199,7 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 	var w writableStore
 	switch spec.kind {
 	case storePebble:
-		s, err := pebblestore.Open(spec.dir, &pebblestore.Options{CacheBytes: o.storeCache, Logger: log})
+		s, err := pebblestore.Open(spec.dir, pebbleOptions(o, log))
 		if err != nil {
 			return nil, fmt.Errorf("-store %s: %w", spec.name, err)
 		}

@@ -92,6 +92,22 @@ func TestStoreFlags(t *testing.T) {
 		}
 	}
 
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"-store", "pebble:db"}, false},
+		{[]string{"-store", "pebble:db", "-store-compress"}, true},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if got := pebbleOptions(o, slog.Default()).Compress; got != tc.want {
+			t.Errorf("%q: the Pebble store opened with Compress %v, want %v", tc.args, got, tc.want)
+		}
+	}
+
 	pg := "postgres://blockrpc:" + secret + "@db.example/chain"
 	for _, tc := range []struct {
 		args []string
@@ -114,6 +130,8 @@ func TestStoreFlags(t *testing.T) {
 		{[]string{"-store", pg, "-poll", "1s"}, "-poll needs -upstream, -follow or -read-only"},
 		{[]string{"-store-cache", "1048576"}, "-store-cache applies to a pebble: or postgres:// -store"},
 		{[]string{"-store", "pebble:db", "-store-cache", "-1"}, "a Pebble store needs a cache"},
+		{[]string{"-store-compress"}, "-store-compress applies to a pebble: -store"},
+		{[]string{"-store", "postgres://db.example/chain", "-store-compress"}, "-store-compress applies to a pebble: -store"},
 		{[]string{"-store", pg, "-follow", "http://a.example", "-safe", "3"}, "-safe applies to a dump"},
 		// -read-only taken for a flag with a value: the flag package
 		// quotes what it did not take.
