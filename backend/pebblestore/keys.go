@@ -16,9 +16,15 @@ import (
 // written under their number, so that a chain written in order is written
 // in key order, which an LSM tree takes with the least rewriting; a
 // reorganisation moves the records of the blocks it swaps between the two
-// forms, in the batch that changes the chain.
+// forms, in the batch that changes the chain. The canonical entries sort
+// before every other key: each file a flush writes then spans the
+// canonical numbers of the blocks it holds and the keys after them, not
+// the canonical numbers of every block before (as it would if the hash
+// index, whose keys are random, or the tags, rewritten as the chain grows,
+// sorted first), so that a read by number checks one file, not one more in
+// every level a flush or a compaction has left such a file in.
 //
-//	'n' number(8)               the canonical block's hash(32), then its record
+//	'C' number(8)               the canonical block's hash(32), then its record
 //	                            (record.Append); the first and last keys are
 //	                            the lowest and highest canonical numbers
 //	'h' number(8) hash(32)      the record of a block not canonical at its number
@@ -33,7 +39,7 @@ import (
 const (
 	prefixRecord    = 'h'
 	prefixNumber    = 'H'
-	prefixCanonical = 'n'
+	prefixCanonical = 'C'
 	prefixChild     = 'c'
 	prefixMeta      = 'm'
 )
@@ -48,8 +54,9 @@ var (
 )
 
 // schemaVersion is the layout above; a store of another is refused.
-// Version 1 kept every record under 'h' and only the hash under 'n'.
-const schemaVersion = 2
+// Version 1 kept every record under 'h' and only the hash under 'n';
+// version 2 had the canonical entries of this one under 'n'.
+const schemaVersion = 3
 
 func recordKey(number uint64, hash backend.Hash) []byte {
 	k := make([]byte, 0, 1+8+32+1)

@@ -55,7 +55,7 @@ func TestLendDuringReorg(t *testing.T) {
 					err = s.db.Flush()
 				}
 				if err == nil {
-					err = s.db.Compact(ctx, []byte{prefixNumber}, []byte{prefixCanonical + 1}, false)
+					err = s.db.Compact(ctx, []byte{0}, []byte{0xff}, false)
 				}
 				done <- err
 			}()

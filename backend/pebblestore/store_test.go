@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -432,6 +433,7 @@ func TestDifferential(t *testing.T) {
 				t.Fatalf("seed %d op %d %s: memstore %v, pebblestore %v", seed, op, what, werr, gerr)
 			}
 		}
+		canonicalFirst(t, got)
 		if _, err := want.BlockByNumber(context.Background(), backend.Latest); err != nil {
 			continue
 		}
@@ -439,6 +441,33 @@ func TestDifferential(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("seed %d", seed)
 		}
+	}
+}
+
+// canonicalFirst fails t unless the canonical entries of s sort before
+// every other key it holds, as a read by number relies on to check one
+// table (keys.go).
+func canonicalFirst(t *testing.T, s *Store) {
+	t.Helper()
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var other []byte
+	for ok := it.First(); ok; ok = it.Next() {
+		switch k := it.Key(); {
+		case k[0] != prefixCanonical && other == nil:
+			other = slices.Clone(k)
+		case k[0] == prefixCanonical && other != nil:
+			t.Fatalf("canonical entry %x sorts after %q", k, other)
+		}
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if other == nil {
+		t.Fatal("the store holds canonical entries only: no other key to sort them against")
 	}
 }
 
