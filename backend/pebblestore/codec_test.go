@@ -1,6 +1,7 @@
 package pebblestore
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/record"
 	"github.com/blockrpc/blockrpc/internal/blocksample"
+	"github.com/blockrpc/blockrpc/internal/fixturechains"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -43,13 +45,13 @@ func rlpPlusExtras(s blocksample.Sample) int {
 
 // TestEncodingSizes logs the size of the candidate records, raw and
 // compressed with zstd as Pebble compresses its blocks, over mainnet-shaped
-// blocks and the demo chain.
+// blocks, the demo chain and the fixtures' mainnet blocks.
 func TestEncodingSizes(t *testing.T) {
 	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
 	for _, set := range []struct {
 		name string
 		s    []blocksample.Sample
-	}{{"synth (mainnet-shaped, 150 txs)", blocksample.Synth(30, 150)}, {"synth (8 txs)", blocksample.Synth(200, 8)}, {"demo", blocksample.Demo(t)}} {
+	}{{"synth (mainnet-shaped, 150 txs)", blocksample.Synth(30, 150)}, {"synth (8 txs)", blocksample.Synth(200, 8)}, {"demo", blocksample.Demo(t)}, {"mainnet (fixtures, with bodies)", mainnetBodies(t)}} {
 		var rlp, extras, compact, compactZ, js, jsZ int
 		for _, s := range set.s {
 			rlp += int(s.Block.Size)
@@ -62,11 +64,29 @@ func TestEncodingSizes(t *testing.T) {
 			jsZ += len(enc.EncodeAll(j, nil))
 		}
 		r := func(n int) string { return fmt.Sprintf("%.3f", float64(n)/float64(rlp)) }
-		t.Logf("%s: per byte of block RLP: RLP+extras %s, compact %s (zstd %s), JSON %s (zstd %s)", set.name, r(extras), r(compact), r(compactZ), r(js), r(jsZ))
+		t.Logf("%s, %d blocks, %.2f MB of RLP: per byte of block RLP: RLP+extras %s, compact %s (zstd %s), JSON %s (zstd %s)", set.name, len(set.s), float64(rlp)/1e6, r(extras), r(compact), r(compactZ), r(js), r(jsZ))
 		if compact > extras {
 			t.Errorf("%s: the compact record (%d bytes) is larger than RLP with extras (%d)", set.name, compact, extras)
 		}
 	}
+}
+
+// mainnetBodies returns the mainnet blocks of the fixtures that come with
+// their transactions' bodies: the size of a record of a block known by its
+// transaction hashes alone says nothing of its RLP's, which Size gives.
+func mainnetBodies(t *testing.T) []blocksample.Sample {
+	c := fixturechains.Mainnet(t)
+	var out []blocksample.Sample
+	for _, h := range c.Hashes { // a sparse chain: no walk by number
+		b, err := c.Store.BlockByHash(context.Background(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.HasTransactionBodies() {
+			out = append(out, blocksample.Of(t, c.Store, b))
+		}
+	}
+	return out
 }
 
 // BenchmarkEncoding measures encoding and decoding a mainnet-shaped block
