@@ -295,23 +295,25 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Status reports on each endpoint, in the order of preference.
+// Status reports on each endpoint, in the order of preference. An
+// endpoint whose last answer failed is reported failing until one
+// succeeds: the end of its wait makes it worth asking again, not healthy,
+// and a dead endpoint that no request has reached since is dead still.
 func (b *Backend) Status() []EndpointStatus {
-	now := time.Now()
 	best := b.view.Load().best
 	out := make([]EndpointStatus, len(b.eps))
 	for i, ep := range b.eps {
-		healthy := ep.usable(now, best, b.cfg.MaxLag)
 		ep.mu.Lock()
-		s := EndpointStatus{Endpoint: ep.name, Healthy: healthy, Head: ep.head}
+		s := EndpointStatus{Endpoint: ep.name, Head: ep.head}
 		if ep.headKnown && ep.head < best {
 			s.Lag = best - ep.head
 		}
-		if ep.lastErr != nil && now.Before(ep.skipUntil) {
-			s.LastError = ep.lastErr.Error()
-		}
-		if ep.wrongChain {
+		s.Healthy = ep.chainKnown && ep.lastErr == nil && s.Lag <= b.cfg.MaxLag
+		switch {
+		case ep.wrongChain:
 			s.LastError = errWrongChain.Error()
+		case ep.lastErr != nil:
+			s.LastError = ep.lastErr.Error()
 		}
 		ep.mu.Unlock()
 		out[i] = s

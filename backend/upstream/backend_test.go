@@ -217,9 +217,7 @@ func TestFetchOfAKnownHashNotShared(t *testing.T) {
 	// once its backoff ends.
 	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, lagging.URL, upToDate.URL)
 	down.Store(false)
-	eventually(t, "the lagging endpoint to be preferred again", func() bool {
-		return up.Status()[0].Healthy
-	})
+	eventually(t, "the lagging endpoint to be preferred again", func() bool { return up.Usable(0) })
 
 	ctx := context.Background()
 	byHash := make(chan error, 1)

@@ -134,10 +134,10 @@ func (e *endpoint) usable(now time.Time, best, maxLag uint64) bool {
 // EndpointStatus is what the Backend knows of one endpoint.
 type EndpointStatus struct {
 	Endpoint  string // scheme and host only
-	Healthy   bool   // neither failing nor lagging
+	Healthy   bool   // neither failing (a failure, with no answer since) nor lagging
 	Head      uint64 // its latest block at the last poll; 0 if unknown
 	Lag       uint64 // blocks behind the best endpoint's head
-	LastError string // the last failure, while it lasts
+	LastError string // its last failure, until an answer succeeds
 }
 
 // order returns the endpoints to try, in the order of preference: the

@@ -66,22 +66,13 @@ func readAll(t *testing.T, up *upstream.Backend, store *memstore.Store, deadline
 // statusAfterAsking asks for a block no endpoint has (and no cache holds)
 // and returns the Status right after: a failing primary was asked, or is
 // still waiting out its last failure, and is reported either way however
-// long the reads before took. The wait can end between an ask that
-// skipped the primary and the Status; a primary that then looks healthy
-// is asked once more, and a failing one fails afresh, with a wait far
-// longer than one ask takes.
+// long the reads before took.
 func statusAfterAsking(t *testing.T, up *upstream.Backend) []upstream.EndpointStatus {
 	t.Helper()
-	var st []upstream.EndpointStatus
-	for range 2 {
-		if _, err := up.BlockByHash(context.Background(), backend.Hash{0x99}); !errors.Is(err, backend.ErrNotFound) {
-			t.Fatalf("a block no endpoint has: %v", err)
-		}
-		if st = up.Status(); !st[0].Healthy {
-			break
-		}
+	if _, err := up.BlockByHash(context.Background(), backend.Hash{0x99}); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("a block no endpoint has: %v", err)
 	}
-	return st
+	return up.Status()
 }
 
 // TestPollFailsOver gives the tracker a primary that answers its head but
@@ -455,6 +446,17 @@ func TestDeadPrimary(t *testing.T) {
 	readAll(t, up, store, 5*time.Second)
 	if st := statusAfterAsking(t, up); st[0].Healthy || st[0].LastError == "" {
 		t.Errorf("the dead primary's status: %+v", st[0])
+	}
+	// Its wait over, it is worth asking again, but no answer has come
+	// from it: it is reported failing still, not healthy until asked.
+	// The wait doubles with each failure the reads met, up to 30 s.
+	for deadline := time.Now().Add(40 * time.Second); !up.Usable(0); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead primary is still waiting after 40 s, where a wait lasts 30 s at most")
+		}
+	}
+	if st := up.Status(); st[0].Healthy || st[0].LastError == "" {
+		t.Errorf("the dead primary's status once its wait ended: %+v", st[0])
 	}
 
 	late := openUp(t, upstream.Config{PollInterval: idle, Timeout: time.Second}, primary.URL, secondary.URL)
