@@ -304,10 +304,7 @@ func (b *Backend) Status() []EndpointStatus {
 	out := make([]EndpointStatus, len(b.eps))
 	for i, ep := range b.eps {
 		ep.mu.Lock()
-		s := EndpointStatus{Endpoint: ep.name, Head: ep.head}
-		if ep.headKnown && ep.head < best {
-			s.Lag = best - ep.head
-		}
+		s := EndpointStatus{Endpoint: ep.name, Head: ep.head, Lag: ep.lag(best)}
 		s.Healthy = ep.chainKnown && ep.lastErr == nil && s.Lag <= b.cfg.MaxLag
 		switch {
 		case ep.wrongChain:

@@ -128,7 +128,16 @@ func (e *endpoint) usable(now time.Time, best, maxLag uint64) bool {
 	if !e.chainKnown || now.Before(e.skipUntil) {
 		return false
 	}
-	return !e.headKnown || e.head >= best || best-e.head <= maxLag
+	return e.lag(best) <= maxLag
+}
+
+// lag returns how many blocks the endpoint's head at its last poll is
+// behind best: 0 while its head is unknown. e.mu is held.
+func (e *endpoint) lag(best uint64) uint64 {
+	if !e.headKnown || e.head >= best {
+		return 0
+	}
+	return best - e.head
 }
 
 // EndpointStatus is what the Backend knows of one endpoint.
