@@ -211,12 +211,12 @@ func measureScale(t *testing.T, n int) (rows, rounds []string) {
 	warmLat := percentiles(latencies(t, s, numbers))
 	warmRate := all(throughput(t, s, numbers, false))
 	warmRender := all(throughput(t, s, numbers, true))
-	warmCache := s.db.Metrics().BlockCache
+	before := s.db.Metrics().BlockCache
 	warmServeLat, warmServe := percentiles(serveLatencies(t, s, numbers)), all(serveRate(t, s, numbers))
 	// Warm is warm only when the blocks read fit in the cache: 10^4
 	// blocks of 150 transactions (786 MB) do not fit in 512 MiB.
 	after := s.db.Metrics().BlockCache
-	hits, misses := after.Hits-warmCache.Hits, after.Misses-warmCache.Misses
+	hits, misses := after.Hits-before.Hits, after.Misses-before.Misses
 	t.Logf("%d blocks: warm served reads: %.1f%% of their lookups in the cache hit (data, index and filter blocks)", n, 100*float64(hits)/float64(max(1, hits+misses)))
 	missStorage := storageRead()
 	missLat, miss := missed(t, s, n, numbers)
