@@ -33,8 +33,9 @@ const (
 	// requiredEnv makes a missing browser a failure, not a skip: make
 	// test sets it, since it installs the browser first.
 	requiredEnv = "BLOCKRPC_BROWSER_REQUIRED"
-	// artifactsEnv is where the screenshots go; by default a new
-	// temporary directory, named in the test's log and kept.
+	// artifactsEnv is where the screenshots go, kept; by default a new
+	// temporary directory, named in the test's log and kept only when the
+	// test fails, so that passing runs leave nothing behind.
 	artifactsEnv = "BLOCKRPC_ARTIFACTS"
 )
 
@@ -198,6 +199,12 @@ func newBrowser(t *testing.T) *browser {
 		if artifacts, err = os.MkdirTemp("", "blockrpc-dashboard-"); err != nil {
 			t.Fatal(err)
 		}
+		dir := artifacts
+		t.Cleanup(func() {
+			if !t.Failed() {
+				os.RemoveAll(dir)
+			}
+		})
 	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
 		t.Fatal(err)
 	}
