@@ -209,11 +209,22 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots: %s", artifacts)
+	// Chromium makes a directory of its own in TMPDIR, which it leaves
+	// behind when it is stopped: given one of the test's, removed once
+	// the browser is (this cleanup runs after the one below). Removed as
+	// far as it can be: a child process of the browser still exiting may
+	// keep a file in it, which is not the test's failure.
+	tmp, err := os.MkdirTemp("", "blockrpc-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.WindowSize(1280, 900),
 		chromedp.NoSandbox, // the tests may run as root, which the sandbox refuses
 		chromedp.DisableGPU,
+		chromedp.Env("TMPDIR="+tmp), // the last TMPDIR of the environment is the one the browser gets
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
