@@ -199,10 +199,9 @@ func newBrowser(t *testing.T) *browser {
 		if artifacts, err = os.MkdirTemp("", "blockrpc-dashboard-"); err != nil {
 			t.Fatal(err)
 		}
-		dir := artifacts
 		t.Cleanup(func() {
 			if !t.Failed() {
-				os.RemoveAll(dir)
+				os.RemoveAll(artifacts)
 			}
 		})
 	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
