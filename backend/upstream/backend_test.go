@@ -943,6 +943,47 @@ func TestViewKeepsFinality(t *testing.T) {
 	}
 }
 
+// TestTagsOnTheChainOfTheHead has an endpoint answer safe or finalized
+// with block 20 of a branch that left its head's chain at block 5: the
+// view is not made from it, so that "finalized" never names a block other
+// than the one served as block 20 and as block 21's parent. Alone, the
+// endpoint is refused; before an honest one, the honest one makes the
+// view.
+func TestTagsOnTheChainOfTheHead(t *testing.T) {
+	_, storeA, storeB := minorityFork(t)
+	want, other := storeBlock(t, storeA, 20), storeBlock(t, storeB, 20)
+	honest := newFakeNode(t, storeA)
+	ctx := context.Background()
+	for tag, number := range map[string]backend.BlockNumber{"finalized": backend.Finalized, "safe": backend.Safe} {
+		liar := newFakeNode(t, storeA)
+		liar.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+			if method == "eth_getBlockByNumber" && string(params[0]) == `"`+tag+`"` {
+				return other.AppendJSON(nil, false)
+			}
+			return result
+		})
+		openCtx, cancel := context.WithTimeout(ctx, untilTimeout)
+		up, err := upstream.Open(openCtx, upstream.Config{Endpoints: []string{liar.URL}, PollInterval: idle, Logger: discardLogger()})
+		cancel()
+		if err == nil {
+			got, err := up.BlockByNumber(ctx, number)
+			up.Close()
+			t.Errorf("an endpoint whose %s block is of another branch was taken: %s is %v (%v)", tag, tag, hashOf(got), err)
+		} else if !strings.Contains(err.Error(), tag+" block 20") {
+			t.Errorf("Open on an endpoint whose %s block is of another branch: %v, want an error naming it", tag, err)
+		}
+
+		up = openUp(t, upstream.Config{PollInterval: idle}, liar.URL, honest.URL)
+		got, err := up.BlockByNumber(ctx, backend.Finalized)
+		if err != nil || got.Hash != want.Hash {
+			t.Errorf("finalized, the first endpoint's %s block of another branch: %v (%v), want %s", tag, hashOf(got), err, want.Hash)
+		}
+		if got, err := up.BlockByNumber(ctx, backend.Safe); err == nil && got.Hash == other.Hash {
+			t.Errorf("safe is block 20 of another branch (extraData %q)", got.ExtraData)
+		}
+	}
+}
+
 // TestViewFromEndpointWithoutFinality has the tracker's endpoint finalize
 // block 20 and a second serve the same chain without a finalized block (a
 // node that does not serve the tag). While the first fails, the second

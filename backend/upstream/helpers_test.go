@@ -104,6 +104,14 @@ func diffAnswer(got, want *backend.Block) string {
 	return ""
 }
 
+// hashOf names a block in a message by its hash, and nil as none.
+func hashOf(b *backend.Block) string {
+	if b == nil {
+		return "none"
+	}
+	return b.Hash.String()
+}
+
 // firstDiff shows where two answers part.
 func firstDiff(got, want []byte) string {
 	i := 0

@@ -312,12 +312,19 @@ func (b *Backend) advance(ctx context.Context, p polled, best uint64) error {
 		return err
 	}
 	hashes, reorgDepth := w.hashes, w.replaced
-	if v.finalized != nil {
-		if h, ok := hashes[v.finalized.number]; ok && h != v.finalized.hash {
-			// The endpoint moved its head between the calls of one
-			// batch; the next poll sees it settled.
-			return fmt.Errorf("upstream %s: finalized block %d is not on the chain of its head", p.ep.name, v.finalized.number)
+	// Each tag is served by its hash, next to the head's chain by
+	// number: one of another branch (an endpoint whose head moved
+	// between the calls of one batch, which the next poll sees settled,
+	// or one that contradicts itself) would be served as that chain's.
+	for _, tag := range []struct {
+		name string
+		r    *ref
+	}{{"finalized", v.finalized}, {"safe", v.safe}} {
+		if w.contradicts(tag.r) {
+			return fmt.Errorf("upstream %s: %s block %d (%s) is not on the chain of its head", p.ep.name, tag.name, tag.r.number, tag.r.hash)
 		}
+	}
+	if v.finalized != nil {
 		b.cache.finalize(v.finalized.number, v.finalized.hash)
 	}
 	v.canon = make(map[uint64]backend.Hash, len(hashes))
@@ -387,6 +394,20 @@ type walked struct {
 	met       bool
 	lowest    uint64
 	lowParent backend.Hash
+}
+
+// contradicts reports whether the chain a walk found has another block
+// than r at r's number: one it walked, or the parent of the lowest one.
+// A block below those, of the old view's chain or further down, is not
+// known to the walk, which takes it as it is.
+func (w walked) contradicts(r *ref) bool {
+	if r == nil {
+		return false
+	}
+	if h, ok := w.hashes[r.number]; ok {
+		return h != r.hash
+	}
+	return !w.met && w.lowest == r.number+1 && w.lowParent != r.hash
 }
 
 // walk returns the canonical hashes from head down to low, as the
