@@ -445,8 +445,8 @@ func TestChainIDOfTransactions(t *testing.T) {
 }
 
 // TestStaleHeadRefused stops every endpoint answering: once the last poll
-// is older than two intervals and a timeout, the tags fail rather than
-// name a head that may be long gone, while blocks by hash are still
+// is older than two intervals and a timeout, the tags (pending too) fail
+// rather than name a head that may be long gone, while blocks by hash are still
 // served from the cache; the tags come back with the endpoint.
 func TestStaleHeadRefused(t *testing.T) {
 	ctx := context.Background()
@@ -474,6 +474,9 @@ func TestStaleHeadRefused(t *testing.T) {
 			t.Fatal("latest is still served 10 s after every endpoint stopped answering")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := up.BlockByNumber(ctx, backend.Pending); err == nil || !strings.Contains(err.Error(), "head is unknown") {
+		t.Errorf("pending while the head is unknown: %v, want the error of the other tags", err)
 	}
 	if got, err := up.BlockByHash(ctx, latest.Hash); err != nil || got.Hash != latest.Hash {
 		t.Errorf("a cached block by hash while the head is unknown: %v", err)
@@ -982,6 +985,75 @@ func TestTagsOnTheChainOfTheHead(t *testing.T) {
 			t.Errorf("safe is block 20 of another branch (extraData %q)", got.ExtraData)
 		}
 	}
+}
+
+// TestPendingOnTheHead has the pending block asked of endpoints at
+// several heights while block 30 is served as latest. It is served when
+// built on block 30, or on a block 31 whose parent is block 30 (an
+// endpoint a poll ahead), and refused when built on block 28 (an endpoint
+// that lags, within MaxLag, which is not counted as failing) or on
+// another block 30.
+func TestPendingOnTheHead(t *testing.T) {
+	b := chaintest.New(chaintest.Config{Seed: 77})
+	withPending := func(b *chaintest.Builder, store func() *memstore.Store) (*memstore.Store, *backend.Block) {
+		p := b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(1)(0, g) })
+		s := store()
+		if err := s.SetPending(p); err != nil {
+			t.Fatal(err)
+		}
+		return s, p
+	}
+	copied := func() *memstore.Store { return copyStore(t, b.Store(), nil) }
+	b.AddBlocks(28, chaintest.Txs(1))
+	at28, _ := withPending(b, copied)
+	b.AddBlocks(2, chaintest.Txs(1))
+	head := b.Head()
+	at30, onHead := withPending(b, copied)
+	b.AddBlocks(1, chaintest.Txs(1))
+	at31, ahead := withPending(b, copied)
+	fork := b.Fork(29)
+	fork.AddBlocks(1, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("other")) })
+	forked, _ := withPending(fork, func() *memstore.Store { return copyBlocks(t, b.Store(), fork.Head()) })
+
+	preferred, lagging := newFakeNode(t, at30), newFakeNode(t, at28)
+	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, preferred.URL, lagging.URL)
+	ctx := context.Background()
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Hash != head.Hash {
+		t.Fatalf("latest: %v (%v), want block 30", hashOf(got), err)
+	}
+	check := func(what string, want *backend.Block) {
+		t.Helper()
+		got, err := up.BlockByNumber(ctx, backend.Pending)
+		if want == nil {
+			checkRefused(t, "the pending block "+what, got, err)
+			if err != nil && !strings.Contains(err.Error(), "not built on the head") {
+				t.Errorf("the pending block %s: %v, want an error saying it is not built on the head", what, err)
+			}
+			return
+		}
+		if err != nil || got.Number != want.Number || got.ParentHash != want.ParentHash {
+			t.Errorf("the pending block %s: %v, want block %d on %s", what, err, want.Number, want.ParentHash)
+		}
+	}
+	check("on the head", onHead)
+
+	preferred.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(requestBody(r), `"pending"`) {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	check("of an endpoint 2 blocks behind", nil)
+	if !up.Usable(1) {
+		t.Error("the endpoint 2 blocks behind, within MaxLag, is no longer used after its pending block was not taken")
+	}
+	preferred.SetFault(nil)
+
+	preferred.SetStore(at31)
+	check("of an endpoint a block ahead", ahead)
+	preferred.SetStore(forked)
+	check("on another block 30", nil)
 }
 
 // TestViewFromEndpointWithoutFinality has the tracker's endpoint finalize

@@ -739,8 +739,9 @@ func (f *Follower) updateTags(ctx context.Context, head *blockRef, local *backen
 	}
 }
 
-// errNotOnHead is a pending block whose parent is not the store's head.
-var errNotOnHead = errors.New("the pending block is not built on the store's head")
+// errNotOnHead is a pending block built on another block than the head:
+// the store's, or the one a Backend serves.
+var errNotOnHead = errors.New("the pending block is not built on the head")
 
 // setTag sets one tag from an answer to eth_getBlockByNumber(tag, false).
 func (f *Follower) setTag(ctx context.Context, cl *call, tag backend.BlockNumber, set func(uint64) error) {
