@@ -397,12 +397,15 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 		}
 	}
 	var only func(*endpoint) bool
-	if final {
+	if final || n > v.head.number {
 		// A final block comes from an endpoint whose chain is known to
 		// hold the finalized block: any other may be on a branch that
 		// does not, and its block would be served for that number for
-		// good.
-		only = func(ep *endpoint) bool { return ep == v.from || ep.finalizedIs(v.finalized) }
+		// good. So does a block above the head: one of a branch that
+		// left the finalized block would be served next to the head it
+		// contradicts, where one of a node a poll ahead, or that has
+		// just reorganised, is the chain's.
+		only = v.onFinalizedChain
 	}
 	// A final number names a block the chain holds, and so does one
 	// below the tracker's window on a chain without finality: an
@@ -565,8 +568,8 @@ func (b *Backend) failover(ctx context.Context, what string, known bool, only fu
 		cancel()
 		switch {
 		case errors.Is(err, errNotOnHead):
-			// A pending block of a chain that lags the head, or left
-			// it: the endpoint answered, and its next one may do.
+			// The pending block of an endpoint that lags the head: it
+			// answered, and one further on may do.
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		case err != nil:
 			if ctx.Err() != nil {
@@ -615,49 +618,26 @@ func isAsked(ep *endpoint, arg any, got *verified) error {
 }
 
 // pending fetches the pending block from the endpoints, verified as far
-// as it can be: it is never cached. It must be built on the head served as
-// latest, or on a block above it whose ancestry leads there (an endpoint
-// that is ahead of the last poll): one built on a block below it (an
-// endpoint that lags) or on another branch would contradict the head.
+// as it can be: it is never cached. As a block above the head, it comes
+// from an endpoint whose chain holds the finalized block, and it must be
+// above the head served as latest: one of an endpoint that lags would
+// contradict it.
 func (b *Backend) pending(ctx context.Context) (*backend.Block, error) {
 	if err := b.fresh(); err != nil {
 		return nil, err // no head to build on, as for the other tags
 	}
 	v := b.view.Load()
-	got, err := b.failover(ctx, "pending", false, nil, func(ctx context.Context, ep *endpoint) (*verified, error) {
+	got, err := b.failover(ctx, "pending", false, v.onFinalizedChain, func(ctx context.Context, ep *endpoint) (*verified, error) {
 		return ep.fetchPending(ctx, b.chainID, func(h backend.Hash) (*backend.Block, error) {
 			parent, err := b.blockByHash(ctx, h, true)
-			if err != nil {
-				return nil, err
+			if err == nil && parent.Number < v.head.number {
+				err = fmt.Errorf("%w: it is built on block %d, below the head, block %d", errNotOnHead, parent.Number, v.head.number)
 			}
-			return parent, b.leadsToHead(ctx, v, parent)
+			return parent, err
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return got.block, nil
-}
-
-// leadsToHead checks that block p is the view's head, or is at most
-// MaxLag blocks above it and has it as an ancestor.
-func (b *Backend) leadsToHead(ctx context.Context, v *view, p *backend.Block) error {
-	head := v.head
-	if p.Number < head.number || p.Number-head.number > b.cfg.MaxLag {
-		return fmt.Errorf("%w: it is built on block %d, and the head is block %d", errNotOnHead, p.Number, head.number)
-	}
-	for p.Number > head.number {
-		parent, err := b.blockByHash(ctx, p.ParentHash, true)
-		if err != nil {
-			return fmt.Errorf("block %d's parent %s: %w", p.Number, p.ParentHash, err)
-		}
-		if parent.Number != p.Number-1 {
-			return fmt.Errorf("%w: block %d's parent %s is numbered %d", errNotOnHead, p.Number, parent.Hash, parent.Number)
-		}
-		p = parent
-	}
-	if p.Hash != head.hash {
-		return fmt.Errorf("%w: it is built on block %d %s, and the head is %s", errNotOnHead, p.Number, p.Hash, head.hash)
-	}
-	return nil
 }

@@ -988,35 +988,50 @@ func TestTagsOnTheChainOfTheHead(t *testing.T) {
 }
 
 // TestPendingOnTheHead has the pending block asked of endpoints at
-// several heights while block 30 is served as latest. It is served when
-// built on block 30, or on a block 31 whose parent is block 30 (an
-// endpoint a poll ahead), and refused when built on block 28 (an endpoint
-// that lags, within MaxLag, which is not counted as failing) or on
-// another block 30.
+// several heights while block 30 is served as latest, block 20 finalized.
+// It is served when built on block 30, on a block 31 (an endpoint a poll
+// ahead), or on another block 30 (an endpoint that has just reorganised);
+// it is refused when built on block 28 (an endpoint that lags, within
+// MaxLag, which is not counted as failing), and not asked of an endpoint
+// on a branch that left the chain below the finalized block.
 func TestPendingOnTheHead(t *testing.T) {
 	b := chaintest.New(chaintest.Config{Seed: 77})
-	withPending := func(b *chaintest.Builder, store func() *memstore.Store) (*memstore.Store, *backend.Block) {
-		p := b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(1)(0, g) })
-		s := store()
+	// storeOf is a store of the branch, whose head is head (nil for b's),
+	// with block 20 finalized and the branch's pending block.
+	storeOf := func(branch *chaintest.Builder, head *backend.Block) (*memstore.Store, *backend.Block) {
+		p := branch.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(1)(0, g) })
+		s := copyBlocks(t, b.Store(), head)
+		if err := s.SetFinalized(20); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.SetPending(p); err != nil {
 			t.Fatal(err)
 		}
 		return s, p
 	}
-	copied := func() *memstore.Store { return copyStore(t, b.Store(), nil) }
 	b.AddBlocks(28, chaintest.Txs(1))
-	at28, _ := withPending(b, copied)
+	at28, _ := storeOf(b, nil)
 	b.AddBlocks(2, chaintest.Txs(1))
 	head := b.Head()
-	at30, onHead := withPending(b, copied)
+	at30, onHead := storeOf(b, nil)
+	minority := b.Fork(10)
+	minority.AddBlocks(21, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("minority")) })
+	atMinority, _ := storeOf(minority, minority.Head())
+	reorganised := b.Fork(29)
+	reorganised.AddBlocks(1, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("reorganised")) })
+	atReorganised, onReorganised := storeOf(reorganised, reorganised.Head())
 	b.AddBlocks(1, chaintest.Txs(1))
-	at31, ahead := withPending(b, copied)
-	fork := b.Fork(29)
-	fork.AddBlocks(1, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("other")) })
-	forked, _ := withPending(fork, func() *memstore.Store { return copyBlocks(t, b.Store(), fork.Head()) })
+	at31, ahead := storeOf(b, nil)
 
-	preferred, lagging := newFakeNode(t, at30), newFakeNode(t, at28)
-	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, preferred.URL, lagging.URL)
+	preferred, lagging, forked := newFakeNode(t, at30), newFakeNode(t, at28), newFakeNode(t, atMinority)
+	var forkedPending atomic.Bool
+	forked.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(requestBody(r), `"pending"`) {
+			forkedPending.Store(true)
+		}
+		return false
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, preferred.URL, lagging.URL, forked.URL)
 	ctx := context.Background()
 	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Hash != head.Hash {
 		t.Fatalf("latest: %v (%v), want block 30", hashOf(got), err)
@@ -1026,9 +1041,6 @@ func TestPendingOnTheHead(t *testing.T) {
 		got, err := up.BlockByNumber(ctx, backend.Pending)
 		if want == nil {
 			checkRefused(t, "the pending block "+what, got, err)
-			if err != nil && !strings.Contains(err.Error(), "not built on the head") {
-				t.Errorf("the pending block %s: %v, want an error saying it is not built on the head", what, err)
-			}
 			return
 		}
 		if err != nil || got.Number != want.Number || got.ParentHash != want.ParentHash {
@@ -1044,16 +1056,60 @@ func TestPendingOnTheHead(t *testing.T) {
 		}
 		return false
 	})
-	check("of an endpoint 2 blocks behind", nil)
+	check("of an endpoint 2 blocks behind, or on a branch that left the finalized block", nil)
+	if _, err := up.BlockByNumber(ctx, backend.Pending); err == nil || !strings.Contains(err.Error(), "not built on the head") {
+		t.Errorf("the pending block of an endpoint 2 blocks behind: %v, want an error saying it is not built on the head", err)
+	}
 	if !up.Usable(1) {
 		t.Error("the endpoint 2 blocks behind, within MaxLag, is no longer used after its pending block was not taken")
+	}
+	if forkedPending.Load() {
+		t.Error("the endpoint on a branch that left the finalized block was asked for its pending block")
 	}
 	preferred.SetFault(nil)
 
 	preferred.SetStore(at31)
 	check("of an endpoint a block ahead", ahead)
-	preferred.SetStore(forked)
-	check("on another block 30", nil)
+	preferred.SetStore(atReorganised)
+	check("of an endpoint that has just reorganised to another block 30", onReorganised)
+}
+
+// TestAboveTheHeadOnItsChain asks for blocks above the head of the last
+// poll, block 30 of branch a, block 20 finalized. While the tracker's
+// endpoint fails, block 31 is not asked of a second endpoint on branch b,
+// which left a at block 5, below the finalized block; once the first is
+// back and two blocks ahead of the poll, its blocks 31 and 32 are served.
+func TestAboveTheHeadOnItsChain(t *testing.T) {
+	a, storeA, storeB := minorityFork(t)
+	good, forked := newFakeNode(t, storeA), newFakeNode(t, storeB)
+	var forkedAsked atomic.Bool
+	forked.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(requestBody(r), `"0x1f"`) {
+			forkedAsked.Store(true)
+		}
+		return false
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, good.URL, forked.URL)
+	ctx := context.Background()
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	got, err := up.BlockByNumber(ctx, 31)
+	checkRefused(t, "block 31, above the head, while only an endpoint on another branch answers", got, err)
+	if forkedAsked.Load() {
+		t.Error("block 31, above the head, was asked of the endpoint on a branch that left the finalized block")
+	}
+	good.SetFault(nil)
+
+	ahead := a.AddBlocks(2, chaintest.Txs(1))
+	good.SetStore(copyStore(t, a.Store(), nil))
+	for _, want := range ahead {
+		got, err := up.BlockByNumber(ctx, backend.BlockNumber(want.Number))
+		if err != nil || got.Hash != want.Hash {
+			t.Errorf("block %d of the tracker's endpoint, a poll ahead: %s (%v), want %s", want.Number, hashOf(got), err, want.Hash)
+		}
+	}
 }
 
 // TestViewFromEndpointWithoutFinality has the tracker's endpoint finalize

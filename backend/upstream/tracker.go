@@ -41,6 +41,13 @@ type ref struct {
 	hash   backend.Hash
 }
 
+// onFinalizedChain reports whether an endpoint's chain is known to hold
+// the view's finalized block: the view's own endpoint's, or one whose last
+// poll gave the same finalized block. Without one, any endpoint's is.
+func (v *view) onFinalizedChain(ep *endpoint) bool {
+	return v.finalized == nil || ep == v.from || ep.finalizedIs(v.finalized)
+}
+
 // isFinal reports whether n is at or below the finalized block.
 func (v *view) isFinal(n uint64) bool { return v.finalized != nil && n <= v.finalized.number }
 
