@@ -412,6 +412,87 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 	}
 }
 
+// TestWriterTakenOverServesOneChain has a writer's lease expire, and
+// another writer take it over and reorganise to the long branch (block 60
+// and up replaced, head 90), before the first has renewed it and so
+// noticed. What the first serves by number is then of the chain of the
+// latest block it serves next, never block 80 of the long branch next to
+// latest of the main one (its own head, 80), nor a block above it.
+func TestWriterTakenOverServesOneChain(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	first, url, schema := openWriter(t, &pgstore.Options{LeaseTTL: time.Minute})
+	s.importMain(t, first, s.main.Head().Number, s.long.Head().Number+1)
+	for n := range backend.BlockNumber(81) {
+		if _, err := first.BlockByNumber(ctx, n); err != nil { // its cache, of the main branch
+			t.Fatal(err)
+		}
+	}
+	lease := pgx.Identifier{schema, "writer_lease"}.Sanitize()
+	if _, err := pgtest.Connect(t, url).Exec(ctx, `UPDATE `+lease+` SET expires_at = clock_timestamp() - INTERVAL '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	second, err := pgstore.OpenWriter(ctx, url, &pgstore.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := s.write(second, s.long.Head(), true); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, n := range []uint64{85, 80, 70} {
+		got, err := first.BlockByNumber(ctx, backend.BlockNumber(n))
+		latest, lerr := first.BlockByNumber(ctx, backend.Latest)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		chain, name := s.main, "main"
+		if latest.Hash == s.long.Head().Hash {
+			chain, name = s.long, "long"
+		}
+		switch {
+		case n > latest.Number:
+			if err == nil {
+				t.Errorf("block %d (%s) served, above the latest block served next, %d of the %s branch", n, got.Hash, latest.Number, name)
+			}
+		case err != nil:
+			t.Errorf("block %d: %v", n, err)
+		case got.Hash != chain.Block(n).Hash:
+			t.Errorf("block %d served is %s, not the %s branch's, of the latest block served next (%d)", n, got.Hash, name, latest.Number)
+		}
+	}
+}
+
+// TestSecondWriterDuringWrite opens a second writer, with a context of a
+// second, while the first is in a write that waits for a lock (as under an
+// operator's LOCK TABLE, or a large import's transaction) and so holds the
+// lease's row: it is told ErrWriterBusy, and, waiting for the lease, the
+// context's end too, rather than PostgreSQL's cancelled statement.
+func TestSecondWriterDuringWrite(t *testing.T) {
+	ctx := context.Background()
+	s := buildShared()
+	first, url, schema := openWriter(t, nil)
+	s.addMain(t, first, 5)
+	lockTable(t, url, schema, "canonical", "ACCESS EXCLUSIVE")
+	wrote := make(chan error, 1)
+	go func() { wrote <- s.write(first, s.main.Block(6), true) }() // ends when the test's lock goes
+	awaitLockWait(t, lockWaiters(t, url), "the first writer's write", wrote)
+
+	for _, wait := range []bool{false, true} {
+		openCtx, cancel := context.WithTimeout(ctx, time.Second)
+		second, err := pgstore.OpenWriter(openCtx, url, &pgstore.Options{Schema: schema, WaitForLease: wait})
+		cancel()
+		if err == nil {
+			second.Close()
+			t.Fatalf("a second writer (WaitForLease %v) opened while the first writes", wait)
+		}
+		if !errors.Is(err, pgstore.ErrWriterBusy) || wait && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a second writer (WaitForLease %v) while the first writes: %v, want ErrWriterBusy and, waiting, the context's end", wait, err)
+		}
+	}
+}
+
 // TestLeaseRowLockedPastTTL has a session hold the lease's row locked, as
 // a write of a writer whose host is gone does until the server ends it,
 // past the lease's expiry: a new writer is told ErrWriterBusy, and why,

@@ -38,13 +38,9 @@ type Reader struct {
 	// its last write left).
 	head atomic.Pointer[headState]
 
-	// polls is set while the head row is polled: a Reader's, and a
-	// Writer's once its lease was taken (until then it knows the row).
-	polls atomic.Bool
 	// unsure is set on a Writer whose last write failed where it may
 	// have committed (a connection lost during its COMMIT): its next
-	// write reads the head row again before it writes, and until then
-	// its reads take a row newer than head as a polling Reader's do.
+	// write reads the head row again before it writes.
 	unsure atomic.Bool
 	// polling holds a token while the head row is read: one poll at a
 	// time, and a read waiting for another's poll leaves at its own
@@ -114,7 +110,6 @@ func OpenReader(ctx context.Context, url string, opts *Options) (*Reader, error)
 func (r *Reader) startPolling() {
 	pollCtx, stop := context.WithCancel(context.Background())
 	r.stop, r.done = stop, make(chan struct{})
-	r.polls.Store(true)
 	go r.poll(pollCtx)
 }
 
@@ -511,8 +506,8 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	case hash != nil && body == nil:
 		return nil, false, fmt.Errorf("pgstore: block %d: its canonical row names block %x, which has no row: rows deleted", n, hash)
 	case hash == nil:
-		if r.readsHeadRow() && headVersion > st.version {
-			// The chain was shortened since the last poll.
+		if headVersion > st.version {
+			// The chain was shortened since the state read (below).
 			if err := r.refreshPast(ctx, st.version); err != nil {
 				return nil, false, err
 			}
@@ -520,13 +515,18 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 		}
 		return nil, false, backend.ErrNotFound
 	}
-	// A row newer than the last poll makes the Reader poll, so that what
-	// it serves next is at least as new. The row is then of a state
-	// between the two polls, which may have been reorganised again by the
-	// second: it is served, once, but not noted as the canonical block at
-	// n under the second poll's reorganisation counter.
+	// A row newer than the state read makes the Reader read the head row,
+	// so that what it serves next is at least as new: newer than a
+	// Reader's last poll, or than a Writer's last write, whose COMMIT's
+	// answer may be on its way, or whose lease another writer may have
+	// taken over. Served on a Writer's state, it would answer by number
+	// from a chain that replaced the one its latest block is of. The row
+	// is of a state between the two reads, which may have been
+	// reorganised again by the second: it is served, once, but not noted
+	// as the canonical block at n under the second's reorganisation
+	// counter.
 	polled := false
-	if r.readsHeadRow() && version.Int64 > st.version {
+	if version.Int64 > st.version {
 		if err := r.refreshPast(ctx, version.Int64-1); err != nil {
 			return nil, false, err
 		}
@@ -548,10 +548,6 @@ func (r *Reader) canonical(ctx context.Context, n uint64, st *headState) (*backe
 	}
 	return b, polled, nil
 }
-
-// readsHeadRow reports whether the head row may be newer than head: a
-// polling Reader's, an unsure Writer's.
-func (r *Reader) readsHeadRow() bool { return r.polls.Load() || r.unsure.Load() }
 
 // BlockByHash implements backend.Backend.
 func (r *Reader) BlockByHash(ctx context.Context, hash backend.Hash) (*backend.Block, error) {
