@@ -166,6 +166,12 @@ func (w *Writer) takeLease(ctx context.Context, set migrate.Set) error {
 func (w *Writer) acquire(ctx context.Context) error {
 	for {
 		taken, err := w.tryLease(ctx)
+		if isQueryCanceled(err) && ctx.Err() != nil {
+			// Ended as it waited for the lease's row, which the holder's
+			// write keeps locked: the holder, whose name that row holds,
+			// is busy.
+			return fmt.Errorf("%w: its holder is in a write, which holds the lease's row (waited until %w)", ErrWriterBusy, ctx.Err())
+		}
 		locked := isLockTimeout(err)
 		if err != nil && !locked {
 			return fmt.Errorf("pgstore: taking the writer's lease: %w", err)
@@ -230,6 +236,13 @@ func serverMillis(d time.Duration) int64 {
 func isLockTimeout(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+// isQueryCanceled reports PostgreSQL's error for a statement cancelled
+// while it ran, as pgx cancels one whose context ends.
+func isQueryCanceled(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57014"
 }
 
 // renewLease extends the lease every third of its TTL until Close. A
