@@ -207,51 +207,13 @@ func diskFailChild(v string) {
 // error, a backend failure to the handler, and the store goes on serving
 // every other block; the damage is logged, with the file.
 func TestCorruptBlock(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ch := chaintest.New(chaintest.Config{Seed: 6})
 	ch.AddBlocks(300, chaintest.Txs(2))
-	for n := uint64(0); n <= 300; n++ {
-		if err := s.AddBlock(ch.Block(n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A state root is 32 random bytes, which no compression shortens:
-	// found in a file, it is within the block's record.
 	const damaged = 150
-	root := ch.Block(damaged).StateRoot
-	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
-	var file string
-	var at int
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(data, root[:]); i >= 0 {
-			file, at = f, i
-			data[at+7] ^= 0x20
-			if err := os.WriteFile(f, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	if file == "" {
-		t.Fatalf("block %d's state root is in none of the files %v", damaged, files)
-	}
+	dir, file, at := damagedStore(t, ch, damaged)
 
 	var log bytes.Buffer
-	s, err = Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	s, err := Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +248,86 @@ func TestCorruptBlock(t *testing.T) {
 		t.Errorf("the log does not report the damaged file %s:\n%s", filepath.Base(file), log.Bytes())
 	}
 	t.Logf("damaged block %d, at byte %d of %s: reads failed for blocks %v", damaged, at, filepath.Base(file), failed)
+}
+
+// damagedStore writes blocks 0 to 300 of ch into a store in a new
+// directory, flushed into a file, and damages the record of block damaged
+// in it. It returns the directory, the file and where in it.
+func damagedStore(t *testing.T, ch *chaintest.Builder, damaged uint64) (dir, file string, at int) {
+	t.Helper()
+	dir = t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(0); n <= 300; n++ {
+		if err := s.AddBlock(ch.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A state root is 32 random bytes, which no compression shortens:
+	// found in a file, it is within the block's record.
+	root := ch.Block(damaged).StateRoot
+	files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(data, root[:]); i >= 0 {
+			data[i+7] ^= 0x20
+			if err := os.WriteFile(f, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return dir, f, i
+		}
+	}
+	t.Fatalf("block %d's state root is in none of the files %v", damaged, files)
+	return "", "", 0
+}
+
+// TestCompactionOfDamagedFile writes on into a store with a damaged
+// file until Pebble compacts it, which fails at every try: Pebble is made
+// to wait between its tries, as for a failed flush, where it tried over a
+// thousand times a second, a core's worth of work; and the damage is
+// logged once, where each try logged a line.
+func TestCompactionOfDamagedFile(t *testing.T) {
+	ch := chaintest.New(chaintest.Config{Seed: 6})
+	ch.AddBlocks(3000, chaintest.Txs(2))
+	dir, file, _ := damagedStore(t, ch, 150)
+	var log syncbuf.Buffer
+	s, err := Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), MemTableBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for n := uint64(301); n <= 3000 && s.db.Metrics().Compact.FailedCount == 0; n++ {
+		if err := s.AddBlock(ch.Block(n)); err != nil {
+			t.Fatalf("block %d, before a compaction failed: %v", n, err)
+		}
+	}
+	if s.db.Metrics().Compact.FailedCount == 0 {
+		t.Fatal("no compaction of the damaged file failed")
+	}
+	failed := s.db.Metrics().Compact.FailedCount
+	time.Sleep(2 * time.Second)
+	// Waits of 10 ms, then twice as long each time up to a second: about
+	// 8 tries in the first two seconds.
+	if n := s.db.Metrics().Compact.FailedCount - failed; n > 20 {
+		t.Errorf("%d compactions failed in 2 s: Pebble is not made to wait between its tries", n)
+	}
+	if n := strings.Count(log.String(), "is damaged"); n != 1 {
+		t.Errorf("the damage was logged %d times, want once in 10 s:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), filepath.Base(file)) {
+		t.Errorf("the log does not name the damaged file %s:\n%s", filepath.Base(file), log.String())
+	}
 }
 
 // TestMisplacedRecord writes a block's record under another block's
@@ -378,6 +420,53 @@ func TestMisplacedRecord(t *testing.T) {
 	for _, n := range []backend.BlockNumber{9, 14, 16} {
 		if _, err := s.BlockByNumber(ctx, n); err != nil {
 			t.Errorf("block %d, undamaged: %v", n, err)
+		}
+	}
+}
+
+// TestReorgThroughMisplacedRecord writes main's block 5's record under
+// the key of side block F5, whose child F6 then makes its branch
+// canonical: the reorganisation fails as corrupt, where it took the
+// misplaced record's parent for F5's and left main's block 4 canonical
+// under F5, the chain no longer linked.
+func TestReorgThroughMisplacedRecord(t *testing.T) {
+	ctx := t.Context()
+	s := openTest(t, nil)
+	main := chaintest.New(chaintest.Config{Seed: 6})
+	main.AddBlocks(10, chaintest.Txs(1))
+	fork := main.Fork(3)
+	fork.AddBlocks(3, chaintest.Txs(1))
+	for n := uint64(0); n <= 10; n++ {
+		if err := s.AddBlock(main.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := uint64(4); n <= 6; n++ {
+		if err := s.AddSideBlock(fork.Block(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry, found, err := get(s.db, canonicalKey(5))
+	if err != nil || !found {
+		t.Fatalf("block 5's entry: %v, found %v", err, found)
+	}
+	f5 := fork.Block(5)
+	if err := s.db.Set(recordKey(5, f5.Hash), bytes.Clone(entry[32:]), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddBlock(fork.Block(6)); !errors.Is(err, errCorrupt) {
+		t.Errorf("F6 made canonical through F5's misplaced record: %v, want the record found corrupt", err)
+	}
+	// Nothing of the refused write was kept: main's chain, linked up.
+	latest, err := s.BlockByNumber(ctx, backend.Latest)
+	if err != nil || latest.Hash != main.Head().Hash {
+		t.Fatalf("latest: %v, want main's block 10", err)
+	}
+	for n := latest.Number; n > 0; n-- {
+		b, err := s.BlockByNumber(ctx, backend.BlockNumber(n))
+		below, berr := s.BlockByNumber(ctx, backend.BlockNumber(n-1))
+		if err != nil || berr != nil || b.ParentHash != below.Hash {
+			t.Fatalf("block %d's parent is not block %d: %v %v", n, n-1, err, berr)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package pebblestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -23,8 +24,10 @@ type diskState struct {
 	// flushErr is why Pebble's last flush of a memory table failed, nil
 	// once one has succeeded since.
 	flushErr atomic.Pointer[error]
-	// flushFailures counts the flushes failed in a row.
-	flushFailures atomic.Int64
+	// flushFailures and compactFailures count the flushes and the
+	// compactions failed in a row.
+	flushFailures   atomic.Int64
+	compactFailures atomic.Int64
 	// lastFailure is Pebble's last failed flush or compaction.
 	lastFailure atomic.Pointer[failure]
 	// closing ends the wait of backOff, once the store is closing.
@@ -44,6 +47,17 @@ type diskState struct {
 	loggedAt  time.Time
 	unlogged  int
 	lastError error
+	// damaged is each damaged file's line: Pebble meets the damage again
+	// at each read of what it holds, and at each try of a compaction of
+	// it, which it tries again as a failed flush.
+	damaged map[string]*damageLine
+}
+
+// damageLine is when the last line about a damaged file was logged, and
+// how many times the damage was met since.
+type damageLine struct {
+	at    time.Time
+	since int
 }
 
 const backgroundLogEvery = 10 * time.Second
@@ -100,7 +114,7 @@ func (d *diskState) listener() *pebble.EventListener {
 				d.flushErr.Store(&info.Err)
 				d.setFlushFailed(true)
 				d.flushing.Add(-1)
-				d.backOff()
+				d.backOff(&d.flushFailures)
 				return
 			}
 			d.flushing.Add(-1)
@@ -110,17 +124,19 @@ func (d *diskState) listener() *pebble.EventListener {
 			d.succeeded(writes)
 		},
 		CompactionEnd: func(info pebble.CompactionInfo) {
-			if info.Err == nil {
+			switch {
+			case info.Err == nil:
+				d.compactFailures.Store(0)
 				d.succeeded(false)
+			case !errors.Is(info.Err, pebble.ErrCancelledCompaction):
+				d.backOff(&d.compactFailures)
 			}
 		},
 		BackgroundError: d.backgroundError,
 		// Pebble's default, given a Logger, ends the process on a
 		// checksum that fails, a read's too: one request of one damaged
 		// block would stop the serving of the whole chain.
-		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			d.log.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail", "file", info.Path, "err", info.Details.Error())
-		},
+		DataCorruption: d.dataCorruption,
 	}
 }
 
@@ -142,15 +158,43 @@ func (d *diskState) backgroundError(err error) {
 	d.loggedAt, d.unlogged, d.lastError = now, 0, nil
 }
 
-// Pebble tries a failed flush again at once, as often as it fails: a
-// core's worth of work on a full disk. backOff, called from FlushEnd in
-// the flush's goroutine before Pebble schedules the next, waits first
-// flushRetryFirst and then twice as long each time, up to
-// flushRetryMost. Pebble holds its lock meanwhile: reads do not take
-// it, writes are refused while flushes fail, a read of its metrics waits,
-// and Close ends the wait.
-func (d *diskState) backOff() {
-	n := d.flushFailures.Add(1)
+// dataCorruption logs a damaged part of a file, once every
+// backgroundLogEvery for each file, with the count of the times it was met
+// since: a compaction of a damaged file fails at each try.
+func (d *diskState) dataCorruption(info pebble.DataCorruptionInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	line := d.damaged[info.Path]
+	if line == nil {
+		line = new(damageLine)
+		if d.damaged == nil {
+			d.damaged = make(map[string]*damageLine)
+		}
+		d.damaged[info.Path] = line
+	} else if now.Sub(line.at) < backgroundLogEvery {
+		line.since++
+		return
+	}
+	attrs := []any{"file", info.Path, "err", info.Details.Error()}
+	if line.since > 0 {
+		attrs = append(attrs, "met_since_last_line", line.since)
+	}
+	d.log.Error("pebblestore: a part of a file of the store is damaged: the reads of what it holds fail, and so do the compactions of the file", attrs...)
+	line.at, line.since = now, 0
+}
+
+// Pebble tries a failed flush or compaction again at once, as often as
+// it fails: a core's worth of work on a full disk, or on a damaged file
+// for good. backOff, called from FlushEnd or CompactionEnd in the
+// goroutine of the flush or compaction before Pebble schedules the next,
+// counts the failure in failures, and waits first flushRetryFirst and
+// then twice as long for each failure in a row, up to flushRetryMost.
+// Pebble holds its lock meanwhile: reads do not take it, writes are
+// refused while flushes fail, a read of its metrics waits, and Close ends
+// the wait.
+func (d *diskState) backOff(failures *atomic.Int64) {
+	n := failures.Add(1)
 	wait := time.NewTimer(min(flushRetryFirst<<min(n-1, 20), flushRetryMost))
 	defer wait.Stop()
 	select {

@@ -327,12 +327,20 @@ func (w *write) withRecord(number uint64, hash backend.Hash, f func(rec []byte) 
 	return true, f(rec)
 }
 
-// parentOf returns the parent hash of a stored block, read from its
-// record without decoding it.
+// parentOf returns the parent hash of a stored block, from its record's
+// header, once the record is found to be the block's own: a reorganisation
+// that took a misplaced record's parent would make canonical blocks that
+// are not the block's ancestors.
 func (w *write) parentOf(number uint64, hash backend.Hash) (backend.Hash, error) {
 	var parent backend.Hash
-	found, err := w.withRecord(number, hash, func(rec []byte) (err error) {
-		parent, err = record.ParentHash(rec)
+	found, err := w.withRecord(number, hash, func(rec []byte) error {
+		r, err := decodeBlock(rec, decodeUncles)
+		if err == nil {
+			err = blockRef{number: number, hash: hash}.holds(r.block)
+		}
+		if err == nil {
+			parent = r.block.ParentHash
+		}
 		return err
 	})
 	if err == nil && !found {

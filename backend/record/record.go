@@ -20,9 +20,6 @@
 // the hashes and senders beside it is no smaller, and would need a decoder
 // of its own and a second pass to match the extras to the transactions.
 // A record decodes in one pass with a few dozen allocations.
-//
-// The parent hash comes first after the version, at a fixed offset, so
-// that walking a chain back reads no more than that (ParentHash).
 package record
 
 import (
@@ -37,9 +34,6 @@ import (
 // Version is the first byte of every record this package writes; Decode
 // refuses records of another version.
 const Version = 1
-
-// parentHashOffset is where a block record holds the parent hash.
-const parentHashOffset = 1
 
 // Header flags: which optional fields a header encoding holds.
 const (
@@ -717,16 +711,6 @@ func (s *Splitter) Split(rec []byte) (b *backend.Block, txs Transactions, err er
 		return nil, nil, d.err
 	}
 	return b, txs, nil
-}
-
-// ParentHash returns the parent hash of a record without decoding it.
-func ParentHash(rec []byte) (backend.Hash, error) {
-	var p backend.Hash
-	if len(rec) < parentHashOffset+len(p) || rec[0] != Version {
-		return p, ErrCorrupt
-	}
-	copy(p[:], rec[parentHashOffset:])
-	return p, nil
 }
 
 func decode(rec []byte, whole bool) (*backend.Block, []*backend.Uncle, error) {
