@@ -116,6 +116,11 @@ type Follower struct {
 	pauseMu    sync.Mutex
 	pauseUntil time.Time // no request goes out before: a Retry-After
 
+	// final is the endpoint's finalized block, from the last poll that
+	// found the store holding it canonical: a branch that leaves it is
+	// not followed. Read and written by Run's goroutine alone.
+	final *ref
+
 	mu           sync.Mutex
 	progress     Progress
 	written      uint64       // blocks written since NewFollower
@@ -223,7 +228,8 @@ func fatalf(format string, args ...any) error {
 // store's first block (one that expired its old blocks) is followed
 // without that check. Network failures, answers that do not verify,
 // failed reads and writes of the store and its refusals of blocks are
-// logged and retried; an endpoint that announces a block it does not
+// logged and retried, and so is a branch that leaves the block the
+// endpoint gave as finalized, which is not followed; an endpoint that announces a block it does not
 // serve, or has fallen below the store's first block, is asked again at
 // the next poll. The store's pending block is cleared before its head
 // moves, and set again from the endpoint's once the store is current. Run
@@ -557,6 +563,12 @@ func (f *Follower) switchBranch(ctx context.Context, top *verified) error {
 	// the genesis, whose parent both blocks share.
 	var replaced *backend.Block
 	for {
+		if f.final != nil && cur.Number <= f.final.number {
+			// A node does not leave a block it finalized: this one has
+			// been swapped for one on another branch (behind a load
+			// balancer), whose blocks would replace final ones.
+			return fmt.Errorf("upstream: %s serves a branch that leaves block %d (%s), which it gave as finalized: not followed", f.c.name, f.final.number, f.final.hash)
+		}
 		if cur.Number == 0 {
 			return fatalf("upstream: %s serves another chain: its genesis is not the store's", f.c.name)
 		}
@@ -760,6 +772,9 @@ func (f *Follower) setTag(ctx context.Context, cl *call, tag backend.BlockNumber
 	}
 	if ours == nil || ours.Hash != r.Hash {
 		return // not held (yet): the tag waits for the chain
+	}
+	if tag == backend.Finalized {
+		f.final = &ref{number: ours.Number, hash: ours.Hash}
 	}
 	if cur, err := f.store.BlockByNumber(ctx, tag); err == nil && cur.Hash == r.Hash {
 		return // already set: a persistent store is spared a write a poll

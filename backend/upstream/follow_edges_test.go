@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,4 +252,42 @@ func TestFollowPendingFollowsHead(t *testing.T) {
 		t.Errorf("with the endpoint down, the store serves pending block %d on %s while its latest block is %d %s",
 			p.Number, p.ParentHash, l.Number, l.Hash)
 	}
+}
+
+// TestFollowKeepsFinality has the endpoint, having given block 20 as
+// finalized, switch to a longer branch that left its chain at block 5, as
+// an address whose node was swapped for one on a minority fork would: the
+// branch is not followed, block 10 stays the finalized chain's, and the
+// log says why. Back on its chain, grown by two blocks, the endpoint is
+// followed again.
+func TestFollowKeepsFinality(t *testing.T) {
+	a, storeA, storeB := minorityFork(t)
+	node := newFakeNode(t, storeA)
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, storeA)
+	waitFor(t, "finalized block 20 in the store", func() bool {
+		b, err := dst.BlockByNumber(context.Background(), backend.Finalized)
+		return err == nil && b.Number == 20
+	})
+
+	node.SetStore(storeB)
+	waitFor(t, "the branch refused, or followed", func() bool {
+		return len(f.logs.find("following failed")) > 0 || latestHash(dst) == storeBlock(t, storeB, backend.Latest).Hash
+	})
+	if b := storeBlock(t, dst, 10); b.Hash != a.Block(10).Hash {
+		t.Fatalf("block 10 below finalized block 20 replaced by %s (extraData %q)", b.Hash, b.ExtraData)
+	}
+	recs := f.logs.find("following failed")
+	if err := fmt.Sprint(recs[0].attrs["err"]); !strings.Contains(err, "which it gave as finalized") {
+		t.Errorf("the follower's failure: %s, want it to say the branch leaves the finalized block", err)
+	}
+
+	a.AddBlocks(2, chaintest.Txs(1))
+	grown := copyStore(t, a.Store(), nil)
+	if err := grown.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	node.SetStore(grown)
+	waitSynced(t, f, dst, grown)
 }
