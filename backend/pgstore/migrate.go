@@ -162,12 +162,22 @@ func keepInline(ctx context.Context, pool *pgxpool.Pool) error {
 	if set {
 		return nil
 	}
-	// The largest target PostgreSQL accepts: a row of one page.
-	if _, err := pool.Exec(ctx, `ALTER TABLE blocks SET (toast_tuple_target = 8160)`); err != nil {
+	// The largest target PostgreSQL accepts: a row of one page, less
+	// the page's header and the row's pointer (8,160 bytes of 8 KB), on
+	// a server built with pages of another size too.
+	var page int
+	if err := pool.QueryRow(ctx, `SELECT current_setting('block_size')::INT`).Scan(&page); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`ALTER TABLE blocks SET (toast_tuple_target = %d)`, page-pageOverhead)); err != nil {
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	return nil
 }
+
+// pageOverhead is what of a page holding one row is not the row:
+// PostgreSQL's page header (24 bytes) and item pointer (4), aligned to 8.
+const pageOverhead = 32
 
 // compressBodies has the bodies that go to TOAST compressed with lz4
 // (PostgreSQL 14 and later, when built with it), or else stored without
