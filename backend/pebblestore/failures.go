@@ -2,7 +2,6 @@ package pebblestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,7 +113,7 @@ func (d *diskState) listener() *pebble.EventListener {
 				d.flushErr.Store(&info.Err)
 				d.setFlushFailed(true)
 				d.flushing.Add(-1)
-				d.backOff(&d.flushFailures)
+				d.backOff(&d.flushFailures, flushRetryMost)
 				return
 			}
 			d.flushing.Add(-1)
@@ -128,8 +127,11 @@ func (d *diskState) listener() *pebble.EventListener {
 			case info.Err == nil:
 				d.compactFailures.Store(0)
 				d.succeeded(false)
-			case !errors.Is(info.Err, pebble.ErrCancelledCompaction):
-				d.backOff(&d.compactFailures)
+			case pebble.IsCorruptionError(info.Err):
+				// It fails at once, and will at every try: without a
+				// wait, a core's worth of tries. Others (a disk that
+				// refuses large files) fail once the work is done.
+				d.backOff(&d.compactFailures, compactRetryMost)
 			}
 		},
 		BackgroundError: d.backgroundError,
@@ -189,13 +191,14 @@ func (d *diskState) dataCorruption(info pebble.DataCorruptionInfo) {
 // for good. backOff, called from FlushEnd or CompactionEnd in the
 // goroutine of the flush or compaction before Pebble schedules the next,
 // counts the failure in failures, and waits first flushRetryFirst and
-// then twice as long for each failure in a row, up to flushRetryMost.
-// Pebble holds its lock meanwhile: reads do not take it, writes are
-// refused while flushes fail, a read of its metrics waits, and Close ends
-// the wait.
-func (d *diskState) backOff(failures *atomic.Int64) {
+// then twice as long for each failure in a row, up to most. Pebble holds
+// its lock meanwhile: reads do not take it, writes are refused while
+// flushes fail, a read of its metrics (as a write does while compactions
+// fail) and the switch to a new memory table wait, and Close ends the
+// wait.
+func (d *diskState) backOff(failures *atomic.Int64, most time.Duration) {
 	n := failures.Add(1)
-	wait := time.NewTimer(min(flushRetryFirst<<min(n-1, 20), flushRetryMost))
+	wait := time.NewTimer(min(flushRetryFirst<<min(n-1, 20), most))
 	defer wait.Stop()
 	select {
 	case <-wait.C:
@@ -206,6 +209,9 @@ func (d *diskState) backOff(failures *atomic.Int64) {
 const (
 	flushRetryFirst = 10 * time.Millisecond
 	flushRetryMost  = time.Second
+	// compactRetryMost is shorter: writes go on while compactions fail,
+	// until the files waiting for one pile up.
+	compactRetryMost = 100 * time.Millisecond
 )
 
 // succeeded tells, once Pebble writes its files again, of the failures

@@ -53,10 +53,11 @@
 //     the disk does.
 //   - A part of a file found damaged (its checksum fails) makes the reads
 //     of the blocks it holds fail, and is logged with the file, once every
-//     10 s; the other blocks are served. Pebble cannot compact that file:
-//     it tries again as after a failed flush (below), and once the files
-//     waiting for a compaction pile up, writes are refused. Import the
-//     chain again into a new directory.
+//     10 s; the other blocks are served. Pebble cannot compact that file,
+//     and tries again, made to wait 10 ms, then twice as long each time up
+//     to 100 ms (where it would try hundreds of times a second on its
+//     own); once the files waiting for a compaction pile up, writes are
+//     refused. Import the chain again into a new directory.
 //   - A disk that refuses Pebble's tables (a full one) fails its flushes,
 //     which Pebble tries again until one succeeds, waiting first 10 ms
 //     and then twice as long each time, up to a second (where it would
