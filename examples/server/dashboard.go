@@ -185,11 +185,11 @@ func (d *dashboard) isToken(token string) bool {
 // requests held open together (sign-ins whose bodies come late) cannot
 // all pass it before any spends it.
 func (d *dashboard) checkToken(w http.ResponseWriter, r *http.Request, given bool, token, what string) bool {
-	host := remoteHost(r)
 	d.guessMu.Lock()
-	spent := d.spent(host)
+	guesser := d.guesser(remoteHost(r))
+	spent := d.spent(guesser)
 	right := !spent && given && d.isToken(token)
-	allowed := spent || right || d.guessesOf(host).Allow()
+	allowed := spent || right || d.guessesOf(guesser).Allow()
 	d.guessMu.Unlock()
 	if right {
 		return true
@@ -208,10 +208,10 @@ func (d *dashboard) checkToken(w http.ResponseWriter, r *http.Request, given boo
 // tooManyGuesses answers a host past its allowance of wrong tokens.
 const tooManyGuesses = "too many wrong admin tokens: wait a moment"
 
-// spent reports whether host has sent too many wrong tokens of late;
+// spent reports whether guesser has sent too many wrong tokens of late;
 // d.guessMu is held.
-func (d *dashboard) spent(host string) bool {
-	l, ok := d.guesses[host]
+func (d *dashboard) spent(guesser string) bool {
+	l, ok := d.guesses[guesser]
 	return ok && l.Tokens() < 1
 }
 
@@ -220,7 +220,7 @@ func (d *dashboard) spent(host string) bool {
 // whether it did: checkToken decides, this spares a body's read.
 func (d *dashboard) guessing(w http.ResponseWriter, r *http.Request) bool {
 	d.guessMu.Lock()
-	spent := d.spent(remoteHost(r))
+	spent := d.spent(d.guesser(remoteHost(r)))
 	d.guessMu.Unlock()
 	if spent {
 		apiError(w, http.StatusTooManyRequests, tooManyGuesses)
@@ -228,27 +228,34 @@ func (d *dashboard) guessing(w http.ResponseWriter, r *http.Request) bool {
 	return spent
 }
 
-// guessesOf returns the allowance of wrong tokens of host; d.guessMu is
-// held.
-func (d *dashboard) guessesOf(host string) *rate.Limiter {
-	if l, ok := d.guesses[host]; ok {
+// guesser returns whose allowance of wrong tokens host's are: its own,
+// or, past maxGuessers hosts once those whose allowance is whole are let
+// go, the one the hosts past the bound share (""). Checking and spending
+// both go through it, so that a host past the bound is held back by the
+// shared allowance it spends; d.guessMu is held.
+func (d *dashboard) guesser(host string) string {
+	if _, ok := d.guesses[host]; ok || len(d.guesses) < maxGuessers {
+		return host
+	}
+	for h, l := range d.guesses {
+		if h != "" && l.Tokens() >= guessBurst {
+			delete(d.guesses, h)
+		}
+	}
+	if len(d.guesses) < maxGuessers {
+		return host
+	}
+	return ""
+}
+
+// guessesOf returns the allowance of wrong tokens of guesser (see
+// guesser); d.guessMu is held.
+func (d *dashboard) guessesOf(guesser string) *rate.Limiter {
+	if l, ok := d.guesses[guesser]; ok {
 		return l
 	}
-	if len(d.guesses) >= maxGuessers {
-		for h, l := range d.guesses {
-			if h != "" && l.Tokens() >= guessBurst {
-				delete(d.guesses, h)
-			}
-		}
-		if len(d.guesses) >= maxGuessers {
-			host = "" // the shared allowance of the hosts past the bound
-			if l, ok := d.guesses[host]; ok {
-				return l
-			}
-		}
-	}
 	l := rate.NewLimiter(rate.Every(guessEvery), guessBurst)
-	d.guesses[host] = l
+	d.guesses[guesser] = l
 	return l
 }
 

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -515,6 +516,27 @@ func TestWrongAdminTokens(t *testing.T) {
 	if code := call("192.0.2.2", testAdminToken); code != http.StatusNotFound {
 		t.Errorf("the right token from another host: %d, want it taken (404 for an unknown key)", code)
 	}
+
+	// Past maxGuessers hosts throttled (a /64 of IPv6 holds far more), a
+	// new host is held back by the allowance those past the bound share,
+	// its right token unchecked as any throttled host's.
+	for i := range maxGuessers {
+		host := fmt.Sprintf("2001:db8::%x", i+1)
+		for range guessBurst {
+			call(host, "wrong-token-wrong-token")
+		}
+	}
+	codes := map[int]int{}
+	for range 3 * guessBurst {
+		codes[call("2001:db8::ffff:1", "wrong-token-wrong-token")]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("wrong tokens of a host past %d throttled: %v, want 429 past a burst", maxGuessers, codes)
+	}
+	if code := call("2001:db8::ffff:1", testAdminToken); code != http.StatusTooManyRequests {
+		t.Errorf("the right token from a host past %d throttled, after %d wrong ones: %d, want 429, unchecked", maxGuessers, 3*guessBurst, code)
+	}
+
 	r := httptest.NewRequest("POST", "/api/session", strings.NewReader(`{"token":"`+testAdminToken+`"}`))
 	r.RemoteAddr = "192.0.2.1:40001"
 	r.Header.Set("Content-Type", "application/json")
