@@ -233,17 +233,24 @@ func (k *Keys) KeyLimit(_ context.Context, key string) (blockrpc.Limit, bool) {
 }
 
 // Health reports whether the keys are current: nil when the last read of
-// the store succeeded, and otherwise an error that says since when the
-// store cannot be read and until when the keys last read are served
-// (ErrStale once that time is past), for a readiness check to show.
+// the store succeeded within Options.Stale, and otherwise an error that
+// says since when the store cannot be read and until when the keys last
+// read are served (ErrStale once that time is past, as ValidKey then
+// refuses every key), for a readiness check to show.
 func (k *Keys) Health() error {
 	k.health.Lock()
 	failing, since := k.failing, k.failedAt
 	k.health.Unlock()
+	read := k.known.Load().read
 	if failing == nil {
+		if time.Since(read) > k.opts.Stale {
+			// No read has failed, and none has ended since: one that
+			// waits (on a store whose disk stalls) refuses the keys as
+			// surely, and ValidKey does.
+			return fmt.Errorf("%w: no read of it has ended since %s", ErrStale, read.UTC().Format(time.RFC3339))
+		}
 		return nil
 	}
-	read := k.known.Load().read
 	if time.Since(read) > k.opts.Stale {
 		return fmt.Errorf("%w: unreadable since %s: %v", ErrStale, since.UTC().Format(time.RFC3339), failing)
 	}

@@ -221,6 +221,42 @@ func TestKeysSlowRefreshThenFailure(t *testing.T) {
 	}
 }
 
+// TestKeysStuckRead has a read of the store never return, as one of a
+// file store waiting behind a save on a disk that stalls would: past
+// Stale, the keys are refused and Health says so, where it reported them
+// current, no read having failed; once the read returns, both are well.
+func TestKeysStuckRead(t *testing.T) {
+	ctx := context.Background()
+	store := &slowRead{Store: keystore.NewMemory(), read: make(chan struct{}), release: make(chan struct{})}
+	secret, _ := addKey(t, store, "known", 0, 0)
+	keys, err := keystore.Open(ctx, store, keystore.Options{Refresh: 20 * time.Millisecond, Stale: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(store.release)
+		}
+	}()
+	store.armed.Store(true)
+	<-store.read
+	waitFor(t, 5*time.Second, "the keys refused past Stale", func() bool {
+		_, err := keys.ValidKey(ctx, secret)
+		return errors.Is(err, keystore.ErrStale)
+	})
+	if err := keys.Health(); !errors.Is(err, keystore.ErrStale) {
+		t.Errorf("Health while keys are refused, a read of the store stuck: %v, want ErrStale", err)
+	}
+	close(store.release)
+	released = true
+	waitFor(t, 5*time.Second, "the keys current again", func() bool {
+		ok, err := keys.ValidKey(ctx, secret)
+		return ok && err == nil && keys.Health() == nil
+	})
+}
+
 // TestKeysOutage checks that while the store cannot be read, the keys last
 // read are served for Stale, the log and Health say so, and then requests
 // get 503 until the store is back.
