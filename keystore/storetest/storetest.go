@@ -19,6 +19,30 @@ func Run(t *testing.T, open func(t *testing.T) keystore.Store) {
 	t.Run("Update", func(t *testing.T) { update(t, open(t)) })
 	t.Run("Revoke", func(t *testing.T) { revoke(t, open(t)) })
 	t.Run("Usage", func(t *testing.T) { usage(t, open(t)) })
+	t.Run("OddIDs", func(t *testing.T) { oddIDs(t, open(t)) })
+}
+
+// oddIDs asks for ids no key has that an admin API's path can carry,
+// percent-decoded: a NUL, bytes that are not UTF-8. Each is no key's
+// (ErrNotFound, a 404), not a failure of the store (a 503).
+func oddIDs(t *testing.T, s keystore.Store) {
+	ctx := context.Background()
+	create(t, s, "one")
+	label := "x"
+	for _, id := range []string{"\x00", "a\x00b", "\xff", "\xc3\x28", ""} {
+		if _, err := s.Key(ctx, id); !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("Key(%q): %v, want ErrNotFound", id, err)
+		}
+		if _, err := s.Update(ctx, id, keystore.Change{Label: &label}); !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("Update(%q): %v, want ErrNotFound", id, err)
+		}
+		if _, err := s.Revoke(ctx, id, now); !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("Revoke(%q): %v, want ErrNotFound", id, err)
+		}
+		if _, err := s.Minutes(ctx, id, now); !errors.Is(err, keystore.ErrNotFound) {
+			t.Errorf("Minutes(%q): %v, want ErrNotFound", id, err)
+		}
+	}
 }
 
 // now is a fixed time, to microseconds: what every store keeps of a time.

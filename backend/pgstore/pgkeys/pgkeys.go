@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/blockrpc/blockrpc/keystore"
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,9 @@ func (s *Store) Key(ctx context.Context, id string) (keystore.Key, error) {
 	if err := s.usable(); err != nil {
 		return keystore.Key{}, err
 	}
+	if !storable(id) {
+		return keystore.Key{}, keystore.ErrNotFound
+	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM blockrpc_keys WHERE id = $1`, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -148,6 +152,13 @@ func (s *Store) Key(ctx context.Context, id string) (keystore.Key, error) {
 		return keystore.Key{}, fmt.Errorf("pgkeys: reading key %q: %w", id, err)
 	}
 	return k, nil
+}
+
+// storable reports whether PostgreSQL's text can hold id: valid UTF-8
+// without a NUL. Any other, asked for (an admin API's path, percent-
+// decoded), is no stored key's, where the database would answer an error.
+func storable(id string) bool {
+	return utf8.ValidString(id) && !strings.ContainsRune(id, 0)
 }
 
 // Keys implements keystore.Store.
@@ -170,6 +181,9 @@ func (s *Store) Update(ctx context.Context, id string, c keystore.Change) (keyst
 	}
 	if err := c.Check(); err != nil {
 		return keystore.Key{}, err
+	}
+	if !storable(id) {
+		return keystore.Key{}, keystore.ErrNotFound
 	}
 	var (
 		label string
@@ -207,6 +221,9 @@ func (s *Store) Update(ctx context.Context, id string, c keystore.Change) (keyst
 func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.Key, error) {
 	if err := s.usable(); err != nil {
 		return keystore.Key{}, err
+	}
+	if !storable(id) {
+		return keystore.Key{}, keystore.ErrNotFound
 	}
 	k, err := scanKey(s.pool.QueryRow(ctx, `UPDATE blockrpc_keys SET revoked = COALESCE(revoked, $2)
 		WHERE id = $1 RETURNING `+keyColumns, id, dbTime(at)))
@@ -400,6 +417,9 @@ func isRetryable(err error) bool {
 func (s *Store) Minutes(ctx context.Context, id string, since time.Time) ([]keystore.Minute, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
+	}
+	if !storable(id) {
+		return nil, keystore.ErrNotFound
 	}
 	// One statement reads the key and its minutes: no row means no key,
 	// and a key without minutes since then gives one row of NULLs.
