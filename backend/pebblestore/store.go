@@ -191,13 +191,13 @@ type Store struct {
 	// which it holds writes until a compaction succeeds.
 	l0Stop int
 
-	// closing guards db against Close: readers and writers hold it for
-	// reading. closeStarted is set as Close begins, so that the calls
-	// made after it fail at once, rather than wait behind it for the
-	// calls in progress (a write may wait for good on a failing disk).
-	closing      sync.RWMutex
-	closed       bool
-	closeStarted atomic.Bool
+	// gate keeps db open for the calls in progress: Close shuts it, so
+	// that the calls made after fail at once rather than wait behind it
+	// for those in progress (a write may wait for good on a failing disk),
+	// and waits for those. closeMu serialises Close, which closed records.
+	gate    gate
+	closeMu sync.Mutex
+	closed  bool
 
 	// closeCh is closed as Close begins: a writer waiting for the
 	// writer's lock gives up.
@@ -285,6 +285,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, db: db, disk: disk, l0Stop: po.L0StopWritesThreshold, writeOpts: pebble.NoSync,
 		closeCh: make(chan struct{}), wlock: make(chan struct{}, 1), inlineBatch: int(min(o.MemTableBytes/4, math.MaxInt))}
+	s.gate.init()
 	cache.Ref()
 	s.cache = cache
 	if o.Sync {
@@ -437,13 +438,13 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 // Pebble for a flush that succeeds: Close then returns an error at once,
 // and the store closes once that write has ended.
 func (s *Store) Close() error {
-	s.closeStarted.Store(true)
-	s.closeOnce.Do(func() { close(s.closeCh) })
-	s.closing.Lock()
-	defer s.closing.Unlock()
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
 	if s.closed {
 		return nil
 	}
+	s.closeOnce.Do(func() { close(s.closeCh) })
+	s.gate.close()
 	s.closed = true
 	closeDB := func() error {
 		s.disk.close()
@@ -488,14 +489,10 @@ func (s *Store) read(ctx context.Context, f func(v *view) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.closeStarted.Load() {
+	if !s.gate.enter() {
 		return ErrClosed
 	}
-	s.closing.RLock()
-	defer s.closing.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
+	defer s.gate.leave()
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/backendtest"
@@ -346,6 +347,56 @@ func TestClosed(t *testing.T) {
 	}
 	if err := s.SetSafe(0); !errors.Is(err, ErrClosed) {
 		t.Errorf("SetSafe after Close: %v", err)
+	}
+}
+
+// TestCloseDuringNestedRead has a Lender's callback read the store
+// again, as one that looks up the lent block's uncles would, while Close
+// waits for the callback to end: the inner read fails with ErrClosed, and
+// the callback and Close end, where the inner read waited behind Close,
+// and Close behind the callback, for good.
+func TestCloseDuringNestedRead(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := chaintest.New(chaintest.Config{Seed: 1})
+	if err := s.AddBlock(b.Head()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	inside, closing := make(chan struct{}), make(chan error, 1)
+	var inner error
+	lent := make(chan error, 1)
+	go func() {
+		lent <- s.LendBlockByNumber(ctx, 0, func(*backend.Block, backend.TransactionDecoder) error {
+			close(inside)
+			// Close has begun and waits for this callback to end.
+			for !s.gate.isShut() {
+				time.Sleep(time.Millisecond)
+			}
+			_, inner = s.BlockByHash(ctx, b.Head().Hash)
+			return nil
+		})
+	}()
+	<-inside
+	go func() { closing <- s.Close() }()
+	for _, what := range []string{"the lent block's callback", "Close"} {
+		ch := lent
+		if what == "Close" {
+			ch = closing
+		}
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s has not ended after 10 s: a read inside a lent block's callback and Close wait for each other", what)
+		}
+	}
+	if !errors.Is(inner, ErrClosed) {
+		t.Errorf("a read inside a lent block's callback, once Close has begun: %v, want ErrClosed", inner)
 	}
 }
 

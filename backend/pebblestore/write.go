@@ -105,17 +105,16 @@ var maxBatchBytes = min(3<<30, math.MaxInt)
 // write runs f under the writer lock and commits what it wrote, unless it
 // fails: then nothing of it is stored.
 func (s *Store) write(f func(w *write) error) error {
-	if s.closeStarted.Load() {
+	if s.gate.isShut() {
 		return ErrClosed
 	}
 	if err := s.disk.refusal(); err != nil {
 		return err
 	}
-	s.closing.RLock()
-	defer s.closing.RUnlock()
-	if s.closed {
+	if !s.gate.enter() {
 		return ErrClosed
 	}
+	defer s.gate.leave()
 	if err := s.lockWriter(); err != nil {
 		return err
 	}
