@@ -31,8 +31,10 @@ type ImportOptions struct {
 	// written: one that does not follow the block given before it must be
 	// next to the store's chain, the store's block at its number, the
 	// child of the store's block below it or the parent of the one above
-	// (a dump of another chain, or one that leaves a gap, is refused).
-	// ImportDump sets it.
+	// (a dump of another chain, or one that leaves a gap, is refused). A
+	// block the store holds is skipped, canonical or not, so that a dump
+	// imported again, or an old one, leaves the store as it is. ImportDump
+	// sets it.
 	SameChain bool
 
 	// Progress, when set, is called after each batch is written.
@@ -620,15 +622,20 @@ func (im *Importer) launch() error {
 func (im *Importer) write(f *inflight) {
 	defer close(f.done)
 	var err error
+	var found map[backend.Hash]*stored
 	if f.mode == modeAppend {
 		err = im.flushAppends(f.items)
 	} else {
-		err = im.flushReadds(f.items)
+		found, err = im.flushReadds(f.items)
 	}
 	switch {
 	case errors.Is(err, errOneByOne):
 		f.oneByOne = true
 		for _, x := range f.items {
+			if im.opts.SameChain && heldAsGiven(found, x) {
+				f.written++
+				continue
+			}
 			if f.err = im.w.addItem(im.ctx, x.item); f.err != nil {
 				return
 			}
@@ -802,33 +809,42 @@ func (im *Importer) settleUncles(ctx context.Context, t *txn, items []*importIte
 
 // flushReadds checks that a run of blocks is stored already, as given:
 // adding them again would change nothing. Otherwise they are written block
-// by block.
-func (im *Importer) flushReadds(items []*importItem) error {
+// by block. It returns the blocks it found stored, by hash.
+//
+// With SameChain (a dump's import), a block stored off the chain is
+// skipped too, rather than made canonical again: a dump imported again
+// would otherwise go through its reorganisations again (the tags at their
+// numbers cleared), and an old dump take a store that has moved on back.
+func (im *Importer) flushReadds(items []*importItem) (map[backend.Hash]*stored, error) {
 	var hashes [][]byte
 	for _, x := range items {
 		hashes = append(hashes, x.b.Hash[:], x.b.ParentHash[:])
 	}
 	found, err := lookup(im.ctx, im.w.pool, hashes)
 	if err != nil {
-		return fmt.Errorf("pgstore: %w", err)
+		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	for _, x := range items {
-		s, ok := found[x.b.Hash]
 		switch {
-		case !ok:
-			return errOneByOne
-		case x.b.TotalDifficulty != nil && (s.td == nil || !s.td.Eq(x.b.TotalDifficulty)):
-			return errOneByOne
-		case !x.canonical:
+		case !heldAsGiven(found, x):
+			return found, errOneByOne
+		case !x.canonical || im.opts.SameChain:
 			continue
-		case !s.canonical:
-			return errOneByOne
+		case !found[x.b.Hash].canonical:
+			return found, errOneByOne
 		}
 		// Adding a canonical block again makes its stored parent canonical
 		// when it is not.
 		if p, ok := found[x.b.ParentHash]; ok && !p.canonical && p.number+1 == x.b.Number {
-			return errOneByOne
+			return found, errOneByOne
 		}
 	}
-	return nil
+	return found, nil
+}
+
+// heldAsGiven reports whether found holds x's block, with the total
+// difficulty given with it, if any.
+func heldAsGiven(found map[backend.Hash]*stored, x *importItem) bool {
+	s, ok := found[x.b.Hash]
+	return ok && (x.b.TotalDifficulty == nil || s.td != nil && s.td.Eq(x.b.TotalDifficulty))
 }

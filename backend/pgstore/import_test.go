@@ -760,3 +760,97 @@ func TestImportStoredBlockWrongTD(t *testing.T) {
 		t.Errorf("ImportDump: the error names line %d, the bad block is on line %d: %v", le.Line, badLine+1, err)
 	}
 }
+
+// TestImportDumpHeldBlocksSkipped imports dumps of blocks the store holds,
+// canonical or not: each leaves the store as it was, where blocks it held
+// off its chain were made canonical again, and a block whose parent the
+// dump leaves out was refused the second time as another chain's.
+func TestImportDumpHeldBlocksSkipped(t *testing.T) {
+	ctx := context.Background()
+	a := chaintest.New(chaintest.Config{Seed: 51})
+	a.AddBlocks(10, chaintest.Txs(1))
+	x := a.Fork(1)
+	x.AddBlocks(2, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("x")) })
+	b := a.Fork(5)
+	b.AddBlocks(7, func(i int, g *chaintest.BlockGen) { g.SetExtraData([]byte("b")) })
+	dumpOf := func(blocks ...*backend.Block) []byte {
+		var out []byte
+		for _, blk := range blocks {
+			out = append(append(append(out, `{"block":`...), blk.AppendJSON(nil, true)...), "}\n"...)
+		}
+		return out
+	}
+	branch := func(br *chaintest.Builder, from, to uint64) []*backend.Block {
+		var out []*backend.Block
+		for n := from; n <= to; n++ {
+			out = append(out, br.Block(n))
+		}
+		return out
+	}
+	importDump := func(w *pgstore.Writer, data []byte) error {
+		return w.ImportDump(ctx, bytes.NewReader(data), &pgstore.ImportOptions{BatchBlocks: 4})
+	}
+	chain := func(w *pgstore.Writer, upto uint64) []backend.Hash {
+		var out []backend.Hash
+		for n := uint64(0); n <= upto; n++ {
+			blk, err := w.BlockByNumber(ctx, backend.BlockNumber(n))
+			if err != nil {
+				t.Fatalf("block %d: %v", n, err)
+			}
+			out = append(out, blk.Hash)
+		}
+		return out
+	}
+	hashes := func(blocks []*backend.Block) []backend.Hash {
+		var out []backend.Hash
+		for _, blk := range blocks {
+			out = append(out, blk.Hash)
+		}
+		return out
+	}
+
+	t.Run("a dump that reorganises, twice", func(t *testing.T) {
+		w, _, _ := openWriter(t, nil)
+		data := dumpOf(slices.Concat(branch(a, 0, 3), branch(x, 2, 3))...)
+		if err := importDump(w, data); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(w.SetSafe(3), w.SetFinalized(3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := importDump(w, data); err != nil {
+			t.Fatalf("the same dump again: %v", err)
+		}
+		if got, want := chain(w, 3), hashes(branch(x, 0, 3)); !slices.Equal(got, want) {
+			t.Errorf("after the second import the chain is %v, want %v", got, want)
+		}
+		for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+			if blk, err := w.BlockByNumber(ctx, tag); err != nil || blk.Hash != x.Block(3).Hash {
+				t.Errorf("%v after the second import: %v, want block 3 of the dump's chain", tag, err)
+			}
+		}
+	})
+
+	t.Run("a dump with a hole, twice", func(t *testing.T) {
+		w, _, _ := openWriter(t, nil)
+		data := dumpOf(slices.Concat(branch(x, 0, 3), branch(a, 4, 4))...)
+		for i := range 2 {
+			if err := importDump(w, data); err != nil {
+				t.Fatalf("import %d: %v", i+1, err)
+			}
+		}
+	})
+
+	t.Run("an old dump into a store that moved on", func(t *testing.T) {
+		w, _, _ := openWriter(t, nil)
+		old, newer := dumpOf(branch(a, 0, 10)...), dumpOf(branch(b, 0, 12)...)
+		for _, data := range [][]byte{old, newer, old} {
+			if err := importDump(w, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := chain(w, 12), hashes(branch(b, 0, 12)); !slices.Equal(got, want) {
+			t.Errorf("after the old dump again, the chain is %v, want the newer dump's %v", got, want)
+		}
+	})
+}

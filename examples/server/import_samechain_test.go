@@ -184,3 +184,96 @@ func TestImportOtherChainSideBlocks(t *testing.T) {
 		t.Errorf("another chain's side block 1 (%s) was written into the store", o1.Hash)
 	}
 }
+
+// TestImportHeldBlocksSkipped imports into Pebble dumps of blocks the
+// store holds, canonical or not: each leaves the store as it was, where
+// blocks it held off its chain were made canonical again.
+func TestImportHeldBlocksSkipped(t *testing.T) {
+	c := newHandChain(t)
+	g := c.block(0, backend.Hash{}, "")
+	var a, b []*backend.Block // branches from block 1 and block 5
+	a = append(a, g)
+	for n := uint64(1); n <= 10; n++ {
+		a = append(a, c.block(n, a[n-1].Hash, "a"))
+	}
+	b = append(b, a[:6]...)
+	for n := uint64(6); n <= 12; n++ {
+		b = append(b, c.block(n, b[n-1].Hash, "b"))
+	}
+	x2 := c.block(2, a[1].Hash, "x")
+	x3 := c.block(3, x2.Hash, "x")
+	lines := func(blocks ...*backend.Block) []string {
+		var out []string
+		for _, blk := range blocks {
+			out = append(out, dumpLine(blk, true))
+		}
+		return out
+	}
+	hashes := func(blocks []*backend.Block) []backend.Hash {
+		var out []backend.Hash
+		for _, blk := range blocks {
+			out = append(out, blk.Hash)
+		}
+		return out
+	}
+	open := func() (*pebblestore.Store, string) {
+		dir := filepath.Join(t.TempDir(), "db")
+		s, err := pebblestore.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, dir
+	}
+	ctx := context.Background()
+
+	t.Run("a dump that reorganises, twice", func(t *testing.T) {
+		// Blocks 2 and 3 of a, then of x: x's canonical at the end.
+		path := writeLines(t, lines(g, a[1], a[2], a[3], x2, x3)...)
+		s, dir := open()
+		if err := importInto(t, s, dir, path); err != nil {
+			t.Fatal(err)
+		}
+		for _, set := range []func(uint64) error{s.SetSafe, s.SetFinalized} {
+			if err := set(3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := importInto(t, s, dir, path); err != nil {
+			t.Fatalf("the same dump again: %v", err)
+		}
+		if want := hashes([]*backend.Block{g, a[1], x2, x3}); !slices.Equal(canonicalHashes(t, s, 3), want) {
+			t.Errorf("after the second import the chain is %v, want %v", canonicalHashes(t, s, 3), want)
+		}
+		for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+			if blk, err := s.BlockByNumber(ctx, tag); err != nil || blk.Hash != x3.Hash {
+				t.Errorf("%v after the second import: %v, want block 3 of the dump's chain", tag, err)
+			}
+		}
+	})
+
+	t.Run("a dump with a hole, twice", func(t *testing.T) {
+		// Block 4 of a after block 3 of x: its parent, a's 3, is not in
+		// the dump, which memstore takes, and so does an empty store.
+		path := writeLines(t, lines(g, a[1], x2, x3, a[4])...)
+		s, dir := open()
+		for i := range 2 {
+			if err := importInto(t, s, dir, path); err != nil {
+				t.Fatalf("import %d: %v", i+1, err)
+			}
+		}
+	})
+
+	t.Run("an old dump into a store that moved on", func(t *testing.T) {
+		s, dir := open()
+		old, newer := writeLines(t, lines(a...)...), writeLines(t, lines(b...)...)
+		for _, path := range []string{old, newer, old} {
+			if err := importInto(t, s, dir, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := canonicalHashes(t, s, 12); !slices.Equal(got, hashes(b)) {
+			t.Errorf("after the old dump again, the chain is %v, want the newer dump's %v", got, hashes(b))
+		}
+	})
+}

@@ -87,7 +87,8 @@
 //
 // With -store pebble:DIR or a postgres:// URL the chain is kept in a
 // persistent store. -chain imports the dump into it: blocks the store holds
-// already are skipped, so the same dump twice changes nothing, and a dump
+// already, on its chain or off it, are skipped, so the same dump twice
+// changes nothing, nor does an old dump into a store that moved on; a dump
 // of another chain, or one that would leave a gap above the store's latest
 // block, is refused. A long import logs a line every 5 seconds: the
 // blocks imported (written, or found stored already), blocks and MB of the

@@ -532,8 +532,20 @@ type sameChainWriter struct {
 	check dumpcheck.Checker
 }
 
+// AddBlock skips a block the store holds, canonical or not: written again
+// as canonical, one of a branch the store has left would take the chain
+// back to it, so that a dump imported again would go through its
+// reorganisations again (the tags at their numbers cleared), and an old
+// dump would roll back a store that has moved on.
 func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	if err := w.check.Check(context.Background(), w.writableStore, b); err != nil {
+	ctx := context.Background()
+	if held, err := dumpcheck.Holds(ctx, w.writableStore, b.Hash); held || err != nil {
+		if held {
+			w.check.Took(b)
+		}
+		return err
+	}
+	if err := w.check.Check(ctx, w.writableStore, b); err != nil {
 		return err
 	}
 	if err := w.writableStore.AddBlock(b, uncles...); err != nil {
@@ -543,8 +555,13 @@ func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) e
 	return nil
 }
 
+// AddSideBlock skips a block the store holds, as AddBlock does.
 func (w *sameChainWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	if err := w.check.CheckSide(context.Background(), w.writableStore, b); err != nil {
+	ctx := context.Background()
+	if held, err := dumpcheck.Holds(ctx, w.writableStore, b.Hash); held || err != nil {
+		return err
+	}
+	if err := w.check.CheckSide(ctx, w.writableStore, b); err != nil {
 		return err
 	}
 	return w.writableStore.AddSideBlock(b, uncles...)

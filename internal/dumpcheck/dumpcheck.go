@@ -16,8 +16,8 @@ import (
 
 // A Checker checks the blocks of one dump, in its order.
 //
-// A block that follows the last canonical one the Checker was told of, or
-// whose parent the store holds (a block of its chain, or of the dump,
+// A block the store holds is of its chain. One that follows the last
+// canonical one the Checker was told of, or whose parent the store holds (a block of its chain, or of the dump,
 // written before it), is of the chain the dump has shown to be the
 // store's, and may replace the store's blocks above their common ancestor
 // (a dump that reorganises). Any other canonical block (the dump's first,
@@ -56,6 +56,9 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 	}
 	if c.Follows(b) {
 		return nil
+	}
+	if held, err := Holds(ctx, store, b.Hash); held || err != nil {
+		return err // a block of the store's chain, whatever its neighbours
 	}
 	if held, err := holdsParent(ctx, store, b); held || err != nil {
 		return err
@@ -115,6 +118,9 @@ func (c *Checker) CheckSide(ctx context.Context, store backend.Backend, b *backe
 	if err := c.start(ctx, store); err != nil || c.empty {
 		return err
 	}
+	if held, err := Holds(ctx, store, b.Hash); held || err != nil {
+		return err
+	}
 	held, err := holdsParent(ctx, store, b)
 	switch {
 	case err != nil:
@@ -151,7 +157,13 @@ func holdsParent(ctx context.Context, store backend.Backend, b *backend.Block) (
 	if b.Number == 0 {
 		return false, nil
 	}
-	_, err := store.BlockByHash(ctx, b.ParentHash)
+	return Holds(ctx, store, b.ParentHash)
+}
+
+// Holds reports whether store holds the block with the given hash,
+// canonical or not.
+func Holds(ctx context.Context, store backend.Backend, hash backend.Hash) (bool, error) {
+	_, err := store.BlockByHash(ctx, hash)
 	switch {
 	case errors.Is(err, backend.ErrNotFound):
 		return false, nil
