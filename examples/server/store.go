@@ -291,9 +291,21 @@ func prepareStore(ctx context.Context, log *slog.Logger, o options, src *source,
 				append(spec.attrs(), "head", after.Number)...)
 			break
 		}
+		if err := dropStalePending(ctx, log, spec, w, after); err != nil {
+			return err
+		}
 		// Safe and finalized default to the dump's head, as for a dump
 		// in memory.
 		safe, finalized = orDefault(safe, int64(after.Number)), orDefault(finalized, int64(after.Number))
+	case head != nil && isDemoPart(head):
+		// The demo chain's import was cut short, and there is no dump to
+		// give again: its blocks held are skipped, the rest imported.
+		log.Info("store: holds the demo chain up to a block before its head, an import cut short: importing the rest",
+			append(spec.attrs(), "head", head.Number)...)
+		if err := importDemo(ctx, log, spec, w); err != nil {
+			return err
+		}
+		safe, finalized = orDefault(safe, demo.Safe), orDefault(finalized, demo.Finalized)
 	case head != nil:
 		log.Info("store: serving the chain it holds, without importing anything", append(spec.attrs(), "head", head.Number)...)
 	default:
@@ -304,6 +316,41 @@ func prepareStore(ctx context.Context, log *slog.Logger, o options, src *source,
 		safe, finalized = orDefault(safe, demo.Safe), orDefault(finalized, demo.Finalized)
 	}
 	return setTags(ctx, spec, w, safe, finalized, o.chainID)
+}
+
+// isDemoPart reports whether head, a store's latest block, is a block of
+// the demo chain before its head.
+func isDemoPart(head *backend.Block) bool {
+	if head.Number >= demo.Head {
+		return false
+	}
+	d, err := demo.Store()
+	if err != nil {
+		return false
+	}
+	b, err := d.BlockByNumber(context.Background(), backend.BlockNumber(head.Number))
+	return err == nil && b.Hash == head.Hash
+}
+
+// dropStalePending clears the store's pending block when an import has
+// moved its head off the pending block's parent (the demo chain's, below
+// a dump that continues it): served, it would be built on a block that
+// is no longer the latest.
+func dropStalePending(ctx context.Context, log *slog.Logger, spec storeSpec, w writableStore, head *backend.Block) error {
+	p, err := w.BlockByNumber(ctx, backend.Pending)
+	switch {
+	case errors.Is(err, backend.ErrNotFound):
+		return nil
+	case err != nil:
+		return spec.errorf("-store %s: reading its pending block: %w", spec.name, err)
+	case p.ParentHash == head.Hash:
+		return nil
+	}
+	if err := w.SetPending(nil); err != nil {
+		return spec.errorf("-store %s: clearing its pending block: %w", spec.name, err)
+	}
+	log.Info("store: the pending block, built on a block no longer the latest, is cleared", append(spec.attrs(), "head", head.Number)...)
+	return nil
 }
 
 // setTags sets safe and finalized (when not negative) and the chain id

@@ -764,3 +764,58 @@ func pgHeadVersion(t *testing.T, url, schema string) int64 {
 	}
 	return v
 }
+
+// TestStorePebbleDemoCutShort starts on a store that holds the demo
+// chain's first 41 blocks, as an import cut short by SIGINT leaves it:
+// the rest is imported, with the demo's tags and pending block, where
+// the store was served as it was, for good, there being no dump to give
+// again.
+func TestStorePebbleDemoCutShort(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	chain, _ := demo.Dump()
+	lines := bytes.SplitAfter(chain, []byte("\n"))
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := importInto(t, s, dir, writeLines(t, string(bytes.Join(lines[:41], nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	reference := start(t, "-addr", "127.0.0.1:0", "-keys", "k")
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+	compareSome(t, rpcURL(srv), rpcURL(reference))
+	srv.stop(t)
+	reference.stop(t)
+	if !strings.Contains(srv.stderr(), "an import cut short: importing the rest") {
+		t.Errorf("the log does not say the demo chain's import is taken up again:\n%s", srv.stderr())
+	}
+}
+
+// TestStorePebbleDumpAboveDemoDropsPending imports, into a store that
+// holds the demo chain and its pending block, a dump of three blocks on
+// the demo's head: the pending block, built on a block no longer the
+// latest, is no longer served.
+func TestStorePebbleDumpAboveDemoDropsPending(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir)
+	srv.stop(t)
+	c := newHandChain(t)
+	parent := demo.HeadHash
+	var dump []string
+	for n := uint64(demo.Head + 1); n <= demo.Head+3; n++ {
+		b := c.block(n, parent, "above")
+		dump, parent = append(dump, dumpLine(b, true)), b.Hash
+	}
+	srv = start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-store", "pebble:"+dir, "-chain", writeLines(t, dump...))
+	defer srv.stop(t)
+	if head := tagNumber(t, rpcURL(srv), "latest"); head != demo.Head+3 {
+		t.Fatalf("latest %d after the dump, want %d:\n%s", head, demo.Head+3, srv.stderr())
+	}
+	_, body := postStatus(t, rpcURL(srv), `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["pending",false]}`)
+	if !bytes.Contains(body, []byte(`"result":null`)) {
+		t.Errorf("pending after a dump moved the head past the demo's: %.300s, want null", body)
+	}
+}
