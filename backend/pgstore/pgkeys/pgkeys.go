@@ -18,7 +18,10 @@
 // creation and revocation times and usage totals; blockrpc_key_minutes its
 // counts by minute, of the last day (keystore.History);
 // blockrpc_key_flushes the ids of the flushes of usage recorded in the
-// last hour, so that a flush sent again after a lost answer counts once.
+// last hour, so that a flush sent again after a lost answer counts once,
+// and one whose answer was lost and whose tries then all failed is asked
+// about by the next flush, which leaves its counts out if it was
+// recorded.
 // Processes that open the store at once migrate it once, one after the
 // other, serialised by a lock on the version row; a database migrated by a
 // newer pgkeys is refused with ErrNewerSchema.
@@ -38,6 +41,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -55,6 +59,19 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
+
+	// recordMu serialises Record. doubt is a flush whose COMMIT was sent
+	// and went unanswered, and whose Record failed without learning
+	// whether it was recorded: its counts, kept by the caller, come
+	// again merged into a later flush, which leaves them out if it was.
+	recordMu sync.Mutex
+	doubt    *sentFlush
+}
+
+// sentFlush is a flush's id and what it held.
+type sentFlush struct {
+	id    []byte
+	usage []keystore.Usage
 }
 
 var _ keystore.Store = (*Store)(nil)
@@ -245,13 +262,34 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.K
 // and waits for the first to end when it is still being committed. When
 // ctx ends while the COMMIT's answer is awaited, Record asks the database
 // whether it was committed, for up to 5 s past ctx's end, and returns nil
-// if it was.
+// if it was. A flush whose COMMIT went unanswered and that failed
+// without learning whether it was recorded (the database out of reach
+// at every try) is asked about by the next Record, whose usage, holding
+// the counts the caller kept, leaves them out if it was.
 func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
 	if len(usage) == 0 {
 		return nil
+	}
+	s.recordMu.Lock()
+	defer s.recordMu.Unlock()
+	if d := s.doubt; d != nil {
+		recorded, err := s.committed(ctx, d.id)
+		if err != nil {
+			return fmt.Errorf("pgkeys: asking whether an earlier flush, its COMMIT unanswered, was recorded: %w", err)
+		}
+		if !recorded {
+			s.doubt = nil
+		} else if rest, ok := without(usage, d.usage); ok {
+			s.doubt, usage = nil, rest
+			if len(usage) == 0 {
+				return nil
+			}
+		}
+		// Else usage does not hold the earlier flush's counts (a flush
+		// made before they were given back): they come with a later one.
 	}
 	// Every process locks the keys' rows in the order of their ids, so
 	// that two flushes of the same keys wait for each other rather than
@@ -261,15 +299,19 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	flush := make([]byte, 16)
 	rand.Read(flush)
 	var err error
+	unanswered := false
 	for attempt := 0; attempt < 3; attempt++ {
 		var committing bool
 		committing, err = s.recordOnce(ctx, flush, usage)
 		if errors.Is(err, errRecorded) {
 			return nil
 		}
+		unanswered = unanswered || committing && isConnectionLost(err)
 		if ctx.Err() != nil {
-			if committing && isConnectionLost(err) && s.committed(ctx, flush) {
-				return nil
+			if unanswered {
+				if recorded, cerr := s.committed(ctx, flush); cerr == nil && recorded {
+					return nil
+				}
 			}
 			break
 		}
@@ -278,9 +320,52 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 		}
 	}
 	if err != nil {
+		if unanswered && s.doubt == nil {
+			s.doubt = &sentFlush{id: flush, usage: usage}
+		}
 		return fmt.Errorf("pgkeys: recording the usage of %d keys: %w", len(usage), err)
 	}
 	return nil
+}
+
+// without returns usage less sent, a flush recorded after all, whose
+// counts the caller kept and merged into usage: each key's totals and
+// minutes less sent's (a minute sent that usage no longer holds, past
+// keystore.History, is left out). It reports false, and nothing, when
+// usage holds less than sent of a key's totals.
+func without(usage, sent []keystore.Usage) ([]keystore.Usage, bool) {
+	byID := make(map[string]keystore.Usage, len(usage))
+	for _, u := range usage {
+		byID[u.ID] = u
+	}
+	for _, d := range sent {
+		u, ok := byID[d.ID]
+		if !ok || u.Requests < d.Requests || u.Errors < d.Errors || u.Bytes < d.Bytes {
+			return nil, false
+		}
+		u.Requests, u.Errors, u.Bytes = u.Requests-d.Requests, u.Errors-d.Errors, u.Bytes-d.Bytes
+		var minutes []keystore.Minute
+		for _, m := range u.Minutes {
+			for _, dm := range d.Minutes {
+				if m.Start.Equal(dm.Start) {
+					m.Requests, m.Errors = max(m.Requests-dm.Requests, 0), max(m.Errors-dm.Errors, 0)
+				}
+			}
+			if m.Requests > 0 || m.Errors > 0 {
+				minutes = append(minutes, m)
+			}
+		}
+		u.Minutes = minutes
+		byID[d.ID] = u
+	}
+	var out []keystore.Usage
+	for _, u := range usage {
+		// Its last use stays: recorded already or not, it is the latest.
+		if u := byID[u.ID]; u.Requests > 0 || u.Errors > 0 || u.Bytes > 0 || len(u.Minutes) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, true
 }
 
 // errRecorded ends a transaction of Record that finds its flush recorded
@@ -311,7 +396,7 @@ const outcomeTimeout = 5 * time.Second
 // question is asked on a context of its own (outcomeTimeout at most), by
 // a transaction that takes the id and gives it back, which waits for a
 // COMMIT of that id still running on the server.
-func (s *Store) committed(ctx context.Context, flush []byte) bool {
+func (s *Store) committed(ctx context.Context, flush []byte) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeTimeout)
 	defer cancel()
 	recorded := false
@@ -323,7 +408,10 @@ func (s *Store) committed(ctx context.Context, flush []byte) bool {
 		recorded = tag.RowsAffected() == 0
 		return errGiveBack
 	})
-	return errors.Is(err, errGiveBack) && recorded
+	if !errors.Is(err, errGiveBack) {
+		return false, err
+	}
+	return recorded, nil
 }
 
 // errGiveBack rolls back the transaction of committed.

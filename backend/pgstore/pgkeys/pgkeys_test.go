@@ -417,6 +417,34 @@ func TestCommitAnswerLost(t *testing.T) {
 	}
 }
 
+// TestCommitAnswerLostThenOutage loses the answer to the COMMIT of a
+// flush, and then the database is out of reach for the flush's other
+// tries: the flush fails not knowing whether it was recorded, and the
+// serving process keeps its counts. The next flush, the database back,
+// finds it was, and counts each request once, where it counted them
+// twice.
+func TestCommitAnswerLostThenOutage(t *testing.T) {
+	ctx := context.Background()
+	u := countThroughProxy(t, "lost answer, then an outage", 7)
+	u.proxy.LoseCommitAnswerThenRefuse()
+	first := u.keys.Flush(ctx)
+	if first == nil {
+		t.Fatal("the flush whose COMMIT's answer was lost, the database then out of reach, succeeded")
+	}
+	if n := u.proxy.CommitAnswersToLose(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to lose", n)
+	}
+	u.proxy.Refuse(false)
+	if err := u.keys.Flush(ctx); err != nil {
+		t.Fatalf("the flush after the outage: %v", err)
+	}
+	u.check(t, fmt.Sprintf("a flush that failed not knowing (%v), then another", first))
+	minutes, err := u.store.Minutes(ctx, u.id, time.Time{})
+	if sum := sumRequests(minutes); err != nil || sum != u.requests {
+		t.Errorf("the minutes count %d requests (%v), want %d", sum, err, u.requests)
+	}
+}
+
 // TestCommitAnswerHeld is TestCommitAnswerLost with the flush's context
 // ending while it waits for the COMMIT's answer: the flush was committed,
 // and the next one must not count it again.

@@ -23,6 +23,9 @@ type Proxy struct {
 	lose   atomic.Int64 // answers to COMMIT still to lose
 	hold   atomic.Int64 // answers to COMMIT still to hold
 	cut    atomic.Bool  // Partition: nothing relayed, nothing closed
+	// refuse closes new connections at once; refuseAfterLoss sets it
+	// once a COMMIT's answer is lost.
+	refuse, refuseAfterLoss atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
@@ -68,6 +71,18 @@ func (p *Proxy) HoldCommitAnswers(n int) { p.hold.Add(int64(n)) }
 // asked for are still to be held.
 func (p *Proxy) CommitAnswersToHold() int { return int(p.hold.Load()) }
 
+// Refuse makes p close the connections made to it at once while on is
+// set, as a server out of reach refuses them.
+func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
+
+// LoseCommitAnswerThenRefuse makes p lose the answer to the next COMMIT,
+// and then refuse connections (see Refuse) until Refuse(false): the
+// network fails as the COMMIT is answered, and stays down a while.
+func (p *Proxy) LoseCommitAnswerThenRefuse() {
+	p.refuseAfterLoss.Store(true)
+	p.lose.Add(1)
+}
+
 // Partition makes p relay nothing more, either way, and close nothing
 // until it stops, as when the client's host or its network fails without
 // a word: the server waits on a connection gone silent, and the client
@@ -79,6 +94,10 @@ func (p *Proxy) accept() {
 		client, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refuse.Load() {
+			client.Close()
+			continue
 		}
 		server, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -210,6 +229,9 @@ func (p *Proxy) relayClient(client, server net.Conn, losing, holding *atomic.Boo
 		switch {
 		case commit && take(&p.lose):
 			losing.Store(true)
+			if p.refuseAfterLoss.CompareAndSwap(true, false) {
+				p.refuse.Store(true)
+			}
 		case commit && take(&p.hold):
 			holding.Store(true)
 			losing.Store(true)
