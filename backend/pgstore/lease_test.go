@@ -471,13 +471,7 @@ func TestWriterTakenOverServesOneChain(t *testing.T) {
 // context's end too, rather than PostgreSQL's cancelled statement.
 func TestSecondWriterDuringWrite(t *testing.T) {
 	ctx := context.Background()
-	s := buildShared()
-	first, url, schema := openWriter(t, nil)
-	s.addMain(t, first, 5)
-	lockTable(t, url, schema, "canonical", "ACCESS EXCLUSIVE")
-	wrote := make(chan error, 1)
-	go func() { wrote <- s.write(first, s.main.Block(6), true) }() // ends when the test's lock goes
-	awaitLockWait(t, lockWaiters(t, url), "the first writer's write", wrote)
+	_, url, schema, _, _ := writerInWrite(t, buildShared(), 5, "canonical")
 
 	for _, wait := range []bool{false, true} {
 		openCtx, cancel := context.WithTimeout(ctx, time.Second)

@@ -86,6 +86,24 @@ func awaitLockWait(t testing.TB, waiting func() int, what string, ended <-chan e
 	}
 }
 
+// writerInWrite opens a writer on a new schema of the shared server,
+// adds s's main branch up to block last, and writes the next block while
+// a lock of the test's on table keeps the write waiting, the lease's row
+// taken. It returns once the write waits: the writer, the server's URL,
+// the schema, the count of the store's sessions waiting on a lock, and the
+// write's end.
+func writerInWrite(t *testing.T, s *shared, last uint64, table string) (w *pgstore.Writer, url, schema string, waiting func() int, written <-chan error) {
+	t.Helper()
+	w, url, schema = openWriter(t, nil)
+	s.addMain(t, w, last)
+	lockTable(t, url, schema, table, "ACCESS EXCLUSIVE")
+	ended := make(chan error, 1)
+	go func() { ended <- s.write(w, s.main.Block(last+1), true) }() // ends when the lock goes, or w closes
+	waiting = lockWaiters(t, url)
+	awaitLockWait(t, waiting, "the write", ended)
+	return w, url, schema, waiting, ended
+}
+
 // openWriter opens a writer on a new schema of the shared server, closed
 // when the test ends.
 func openWriter(t testing.TB, opts *pgstore.Options) (*pgstore.Writer, string, string) {

@@ -89,15 +89,7 @@ func TestWriterUnsureCommit(t *testing.T) {
 // gives the lease up, so that another writer opens at once.
 func TestWriterCloseDuringWrite(t *testing.T) {
 	ctx := context.Background()
-	s := buildShared()
-	w, url, schema := openWriter(t, nil)
-	s.addMain(t, w, 10)
-	lockTable(t, url, schema, "blocks", "ACCESS EXCLUSIVE")
-	written := make(chan error, 1)
-	go func() { written <- s.write(w, s.main.Block(11), true) }()
-
-	waiting := lockWaiters(t, url)
-	awaitLockWait(t, waiting, "the write", nil)
+	w, url, schema, waiting, written := writerInWrite(t, buildShared(), 10, "blocks")
 	closed := make(chan struct{})
 	go func() { w.Close(); close(closed) }()
 	select {
