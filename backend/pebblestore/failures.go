@@ -48,7 +48,7 @@ type diskState struct {
 	lastError error
 	// damaged is each damaged file's line: Pebble meets the damage again
 	// at each read of what it holds, and at each try of a compaction of
-	// it, which it tries again as a failed flush.
+	// it, which never succeeds.
 	damaged map[string]*damageLine
 }
 

@@ -229,9 +229,9 @@ func fatalf(format string, args ...any) error {
 // without that check. Network failures, answers that do not verify,
 // failed reads and writes of the store and its refusals of blocks are
 // logged and retried, and so is a branch that leaves the block the
-// endpoint gave as finalized, which is not followed; an endpoint that announces a block it does not
-// serve, or has fallen below the store's first block, is asked again at
-// the next poll. The store's pending block is cleared before its head
+// endpoint gave as finalized, which is not followed; an endpoint that
+// announces a block it does not serve, or has fallen below the store's
+// first block, is asked again at the next poll. The store's pending block is cleared before its head
 // moves, and set again from the endpoint's once the store is current. Run
 // must not be called again before it returns.
 func (f *Follower) Run(ctx context.Context) error {
