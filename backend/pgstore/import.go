@@ -32,9 +32,9 @@ type ImportOptions struct {
 	// next to the store's chain, the store's block at its number, the
 	// child of the store's block below it or the parent of the one above
 	// (a dump of another chain, or one that leaves a gap, is refused). A
-	// block the store holds is skipped, canonical or not, so that a dump
-	// imported again, or an old one, leaves the store as it is. ImportDump
-	// sets it.
+	// block the store holds is skipped, canonical or not, when it held a
+	// chain before the dump, so that a dump imported again, or an old one,
+	// leaves the store as it is. ImportDump sets it.
 	SameChain bool
 
 	// Progress, when set, is called after each batch is written.
@@ -595,9 +595,12 @@ func (w *Writer) vacuum(ctx context.Context) (warnings []string, err error) {
 // checked and buffered: on two cores, sealing and PostgreSQL's work
 // overlap. One is written at a time.
 type inflight struct {
-	done     chan struct{}
-	items    []*importItem
-	mode     int
+	done  chan struct{}
+	items []*importItem
+	mode  int
+	// skipHeld skips the blocks stored already, canonical or not (see
+	// flushReadds).
+	skipHeld bool
 	oneByOne bool // written block by block
 	written  int  // blocks written, in order
 	err      error
@@ -611,6 +614,13 @@ func (im *Importer) launch() error {
 		return err
 	}
 	f := &inflight{done: make(chan struct{}), items: im.items, mode: im.mode}
+	if im.opts.SameChain {
+		empty, err := im.same.StoreWasEmpty(im.ctx, im.w)
+		if err != nil {
+			return err
+		}
+		f.skipHeld = !empty
+	}
 	im.items, im.bytes, im.mode = nil, 0, modeEmpty
 	im.inflight = f
 	go im.write(f)
@@ -626,13 +636,13 @@ func (im *Importer) write(f *inflight) {
 	if f.mode == modeAppend {
 		err = im.flushAppends(f.items)
 	} else {
-		found, err = im.flushReadds(f.items)
+		found, err = im.flushReadds(f.items, f.skipHeld)
 	}
 	switch {
 	case errors.Is(err, errOneByOne):
 		f.oneByOne = true
 		for _, x := range f.items {
-			if im.opts.SameChain && heldAsGiven(found, x) {
+			if f.skipHeld && heldAsGiven(found, x) {
 				f.written++
 				continue
 			}
@@ -811,11 +821,12 @@ func (im *Importer) settleUncles(ctx context.Context, t *txn, items []*importIte
 // adding them again would change nothing. Otherwise they are written block
 // by block. It returns the blocks it found stored, by hash.
 //
-// With SameChain (a dump's import), a block stored off the chain is
-// skipped too, rather than made canonical again: a dump imported again
-// would otherwise go through its reorganisations again (the tags at their
-// numbers cleared), and an old dump take a store that has moved on back.
-func (im *Importer) flushReadds(items []*importItem) (map[backend.Hash]*stored, error) {
+// With skipHeld (a dump's import into a store that held a chain before
+// it), a block stored off the chain is skipped too, rather than made
+// canonical again: a dump imported again would otherwise go through its
+// reorganisations again (the tags at their numbers cleared), and an old
+// dump take a store that has moved on back.
+func (im *Importer) flushReadds(items []*importItem, skipHeld bool) (map[backend.Hash]*stored, error) {
 	var hashes [][]byte
 	for _, x := range items {
 		hashes = append(hashes, x.b.Hash[:], x.b.ParentHash[:])
@@ -828,7 +839,7 @@ func (im *Importer) flushReadds(items []*importItem) (map[backend.Hash]*stored, 
 		switch {
 		case !heldAsGiven(found, x):
 			return found, errOneByOne
-		case !x.canonical || im.opts.SameChain:
+		case !x.canonical || skipHeld:
 			continue
 		case !found[x.b.Hash].canonical:
 			return found, errOneByOne

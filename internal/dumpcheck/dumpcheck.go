@@ -17,9 +17,9 @@ import (
 // A Checker checks the blocks of one dump, in its order.
 //
 // A block the store holds is of its chain. One that follows the last
-// canonical one the Checker was told of, or whose parent the store holds (a block of its chain, or of the dump,
-// written before it), is of the chain the dump has shown to be the
-// store's, and may replace the store's blocks above their common ancestor
+// canonical one the Checker was told of, or whose parent the store holds
+// (a block of its chain, or of the dump, written before it), is of the
+// chain the dump has shown to be the store's, and may replace the store's blocks above their common ancestor
 // (a dump that reorganises). Any other canonical block (the dump's first,
 // or one after a hole in the dump) must be next to the store's chain: the
 // store's own block at its number, the parent of the store's block above
@@ -171,6 +171,17 @@ func Holds(ctx context.Context, store backend.Backend, hash backend.Hash) (bool,
 		return false, err
 	}
 	return true, nil
+}
+
+// StoreWasEmpty reports whether store held no chain when the dump's first
+// block came (the first call asks it): every block of such a dump is
+// taken as memstore.Load takes it, where one the store held before is
+// skipped.
+func (c *Checker) StoreWasEmpty(ctx context.Context, store backend.Backend) (bool, error) {
+	if err := c.start(ctx, store); err != nil {
+		return false, err
+	}
+	return c.empty, nil
 }
 
 // Follows reports whether b follows the last block the Checker was told
