@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,12 @@ type client struct {
 	// name is the endpoint as logs show it: the URL without its path,
 	// which often holds a provider's key.
 	name string
+	// batchCap is the most calls a batch to the endpoint holds, once it
+	// has refused a larger one; 0 until then. Providers cap batches
+	// (go-ethereum's --rpc.batch-request-limit; plans that take 10 calls,
+	// or none), and every poll would fail on one that refuses the
+	// tracker's 32 headers.
+	batchCap atomic.Int32
 }
 
 func newClient(endpoint string, hc *http.Client, b *budget) *client {
@@ -178,11 +185,53 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // do sends the calls, as a batch when there is more than one, and fills in
 // each one's result or error. The error returned is the exchange's: the
 // endpoint was not reached, answered other than 200, or answered something
-// that is not JSON-RPC.
+// that is not JSON-RPC. A batch the endpoint refuses as too large is sent
+// again in halves, and the endpoint's cap is kept for the next batches.
 func (c *client) do(ctx context.Context, calls ...*call) error {
-	if len(calls) == 0 {
-		return nil
+	for len(calls) > 0 {
+		n := len(calls)
+		if most := int(c.batchCap.Load()); most > 0 {
+			n = min(n, most)
+		}
+		err := c.send(ctx, calls[:n])
+		if n > 1 && errors.Is(err, errBatchRefused) {
+			c.lowerBatchCap(int32(n / 2))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		calls = calls[n:]
 	}
+	return nil
+}
+
+// lowerBatchCap makes most the endpoint's cap unless it is lower already.
+func (c *client) lowerBatchCap(most int32) {
+	for {
+		old := c.batchCap.Load()
+		if old != 0 && old <= most {
+			return
+		}
+		if c.batchCap.CompareAndSwap(old, most) {
+			return
+		}
+	}
+}
+
+// errBatchRefused is an endpoint's refusal of a batch as a whole: too
+// many calls, or batches not taken at all.
+var errBatchRefused = errors.New("batch refused")
+
+// refusesBatch reports whether an error answered for a whole batch, or for
+// its first call only, refuses the batch: an invalid request (go-ethereum's
+// "batch too large" is -32600), or any error that speaks of batches.
+func refusesBatch(e *RPCError) bool {
+	return e.Code == -32600 || strings.Contains(strings.ToLower(e.Message), "batch")
+}
+
+// send is do for calls that go in one request.
+func (c *client) send(ctx context.Context, calls []*call) error {
 	reqs := make([]request, len(calls))
 	for i, cl := range calls {
 		params := cl.params
@@ -227,8 +276,12 @@ func (c *client) do(ctx context.Context, calls ...*call) error {
 	if resp.StatusCode != http.StatusOK {
 		// Read whole (64 KB at most), so that the connection is kept.
 		_, _ = buf.ReadFrom(io.LimitReader(resp.Body, 64<<10))
-		return &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
+		err := &StatusError{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header.Get("Retry-After")),
 			Reason: statusReason(buf.Bytes())}
+		if len(calls) > 1 && resp.StatusCode == http.StatusRequestEntityTooLarge {
+			return fmt.Errorf("%w: %w", errBatchRefused, err)
+		}
+		return err
 	}
 	answer := &budgetReader{r: io.LimitReader(resp.Body, maxAnswerBytes+1), b: c.budget}
 	defer answer.release() // once fill has copied the results out
@@ -257,9 +310,17 @@ func fill(data []byte, calls []*call) error {
 		}
 		if r.ID == nil && r.Error != nil {
 			// An error for the whole request, as for a batch refused.
+			if len(calls) > 1 && refusesBatch(r.Error) {
+				return fmt.Errorf("%w: %w", errBatchRefused, r.Error)
+			}
 			return r.Error
 		}
 		resps = []response{r}
+	}
+	if len(calls) > 1 && len(resps) == 1 && resps[0].Error != nil && refusesBatch(resps[0].Error) {
+		// go-ethereum answers a batch past its limit with one error,
+		// under the first call's id.
+		return fmt.Errorf("%w: %w", errBatchRefused, resps[0].Error)
 	}
 	seen := make([]bool, len(calls))
 	for _, r := range resps {

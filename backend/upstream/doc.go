@@ -4,7 +4,9 @@
 // A Backend reads blocks from one or more endpoints with the methods every
 // provider offers (eth_getBlockByNumber, eth_getBlockByHash,
 // eth_getUncleByBlockHashAndIndex, eth_chainId), batched where that saves
-// round trips, and verifies each block before it is served or cached: the
+// round trips (an endpoint that refuses a batch as too large, or takes
+// none, is sent smaller ones from then on), and verifies each block
+// before it is served or cached: the
 // block hash from the header fields, the size, the transactions root and
 // every transaction hash, sha3Uncles and each uncle's hash, the
 // withdrawals root, every sender recovered from its signature, and the

@@ -60,7 +60,7 @@ func TestExecutionAPIsChain(t *testing.T) {
 		}
 	}
 
-	g := startImported(t, genesisPath, chainPath)
+	g := startImported(t, nil, genesisPath, chainPath)
 	g.forkChoice(t, fcu.Head, fcu.Safe, fcu.Finalized)
 	checkAgainstDump(t, g, dump, nil)
 }
@@ -71,6 +71,27 @@ func TestExecutionAPIsChain(t *testing.T) {
 // blocks to the demo's; and compares geth served through the upstream
 // Backend, and copied by the Follower, with blockrpc serving that dump.
 func TestDemoChain(t *testing.T) {
+	g, dump := startDemoChain(t)
+	checkAgainstDump(t, g, dump, []backend.Hash{demo.SideHash})
+}
+
+// TestBatchLimit serves the demo chain through a geth that takes batches
+// of 2 calls at most (--rpc.batch-request-limit), as providers cap them:
+// the upstream Backend's polls (4 calls at first) and walks (32 headers)
+// and the Follower's tags are sent in batches geth takes, and both serve
+// what geth holds.
+func TestBatchLimit(t *testing.T) {
+	g, dump := startDemoChain(t, "--rpc.batch-request-limit", "2")
+	answer := post(t, g.URL, []byte("["+string(request("eth_chainId"))+","+string(request("eth_blockNumber"))+","+string(request("eth_chainId"))+"]"))
+	if !bytes.Contains(answer, []byte("batch too large")) {
+		t.Fatalf("geth took a batch of 3 calls past its limit of 2: %s", answer)
+	}
+	checkAgainstDump(t, g, dump, []backend.Hash{demo.SideHash})
+}
+
+// startDemoChain starts geth, with extra arguments, on the demo chain
+// with its side block and tags, and returns it with the dump.
+func startDemoChain(t *testing.T, extra ...string) (*geth, *memstore.Store) {
 	gethnode.Binary(t)
 	dump, err := demo.Store()
 	if err != nil {
@@ -101,7 +122,7 @@ func TestDemoChain(t *testing.T) {
 	// A file of its own: geth imports a file's blocks as one run.
 	writeRLP(t, sidePath, side...)
 
-	g := startImported(t, genesisPath, chainPath, sidePath)
+	g := startImported(t, extra, genesisPath, chainPath, sidePath)
 	var tags [3]backend.Hash
 	for i, tag := range []backend.BlockNumber{backend.Latest, backend.Safe, backend.Finalized} {
 		b, err := dump.BlockByNumber(ctx, tag)
@@ -111,7 +132,7 @@ func TestDemoChain(t *testing.T) {
 		tags[i] = b.Hash
 	}
 	g.forkChoice(t, tags[0], tags[1], tags[2])
-	checkAgainstDump(t, g, dump, []backend.Hash{demo.SideHash})
+	return g, dump
 }
 
 // gethBlocks decodes a dump's lines into go-ethereum blocks, the canonical

@@ -40,9 +40,9 @@ var authEndpoint = regexp.MustCompile(`HTTP server started\s+endpoint=(127\.0\.0
 
 // startImported initialises a datadir with the genesis, imports the RLP
 // files into it (each a run of consecutive blocks, as `geth export` writes
-// them), and starts geth on it without any network. The node is stopped
-// when the test ends.
-func startImported(t *testing.T, genesisPath string, rlpPaths ...string) *geth {
+// them), and starts geth on it, with the extra arguments, without any
+// network. The node is stopped when the test ends.
+func startImported(t *testing.T, extra []string, genesisPath string, rlpPaths ...string) *geth {
 	t.Helper()
 	gethnode.Binary(t)
 	dir := t.TempDir()
@@ -60,7 +60,7 @@ func startImported(t *testing.T, genesisPath string, rlpPaths ...string) *geth {
 	if err := os.WriteFile(secretPath, []byte(hex.EncodeToString(g.secret[:])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g.Node = gethnode.Start(t, "--datadir", datadir, "--config", gethnode.WriteNoNetworkConfig(t, dir), "--authrpc.jwtsecret", secretPath)
+	g.Node = gethnode.Start(t, append([]string{"--datadir", datadir, "--config", gethnode.WriteNoNetworkConfig(t, dir), "--authrpc.jwtsecret", secretPath}, extra...)...)
 	m := authEndpoint.FindStringSubmatch(g.Log())
 	if m == nil {
 		t.Fatalf("geth did not say where its engine API listens:\n%s", g.Log())
