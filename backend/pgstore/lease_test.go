@@ -354,7 +354,9 @@ func TestReaderNeedsTables(t *testing.T) {
 // hears nothing more. The server ends that session once the lease would
 // have run out, and a second writer waiting for the lease takes it over,
 // and writes. Before, the session lived until TCP gave up on it (hours),
-// and the second writer waited on the row's lock all that time.
+// and the second writer waited on the row's lock all that time. The cut
+// off write fails once the server has been silent for the lease's TTL;
+// it used to wait for the writer's Close.
 func TestLeaseOverPartitionedWrite(t *testing.T) {
 	ctx := context.Background()
 	s := buildShared()
@@ -390,9 +392,11 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 	// lease's row; the network fails; then the table's lock goes, and
 	// the write's statement ends on the server, unheard.
 	release := lockTable(t, url, schema, "blocks", "SHARE")
-	go s.write(first, s.main.Block(6), true) // ends when first closes
+	firstWrite := make(chan error, 1)
+	go func() { firstWrite <- s.write(first, s.main.Block(6), true) }()
 	awaitLockWait(t, lockWaiters(t, url, application), "the write", nil)
 	proxy.Partition()
+	cut := time.Now()
 	release()
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -410,7 +414,22 @@ func TestLeaseOverPartitionedWrite(t *testing.T) {
 	if b, err := second.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != s.main.Block(6).Hash {
 		t.Errorf("the second writer's latest block: %v, want block 6", err)
 	}
+	select {
+	case err := <-firstWrite:
+		if err == nil {
+			t.Fatal("the write cut off from the database succeeded")
+		}
+		t.Logf("the cut off write failed %v after the cut: %v", time.Since(cut).Round(time.Millisecond), err)
+	case <-time.After(writeGiveUp(ttl) - time.Since(cut)):
+		t.Fatalf("the cut off write had not returned %v after the cut", writeGiveUp(ttl))
+	}
 }
+
+// writeGiveUp bounds how long a write whose answer is lost waits: for the
+// lease's TTL, or two of the checks a third of it apart, then for the 5 s
+// a statement cancelled on the server is given to end; with room for a
+// loaded machine.
+func writeGiveUp(ttl time.Duration) time.Duration { return 3*ttl + 10*time.Second }
 
 // TestWriterTakenOverServesOneChain has a writer's lease expire, and
 // another writer take it over and reorganise to the long branch (block 60
@@ -520,6 +539,33 @@ func TestLeaseRowLockedPastTTL(t *testing.T) {
 	}
 	if !errors.Is(err, pgstore.ErrWriterBusy) || !strings.Contains(err.Error(), "in a write") || took > 5*ttl {
 		t.Errorf("OpenWriter: %v after %v; want ErrWriterBusy, saying the holder is in a write, within about %v", err, took.Round(time.Millisecond), ttl)
+	}
+}
+
+// TestWriteLongerThanTTL keeps a write waiting for a lock for three lease
+// TTLs on a network that works: the write is watched, not cut off, and
+// succeeds once the lock goes; the lease's renewal, which would wait
+// behind the write's own lock on the lease's row, logs no failure.
+func TestWriteLongerThanTTL(t *testing.T) {
+	const ttl = time.Second
+	logged := &syncbuf.Buffer{}
+	s := buildShared()
+	w, url, schema := openWriter(t, &pgstore.Options{LeaseTTL: ttl, Logger: slog.New(slog.NewTextHandler(logged, nil))})
+	s.addMain(t, w, 5)
+	release := lockTable(t, url, schema, "blocks", "SHARE")
+	written := make(chan error, 1)
+	go func() { written <- s.write(w, s.main.Block(6), true) }()
+	awaitLockWait(t, lockWaiters(t, url), "the write", written)
+	time.Sleep(3 * ttl)
+	release()
+	if err := <-written; err != nil {
+		t.Fatalf("a write that waited %v for a lock: %v", 3*ttl, err)
+	}
+	if b, err := w.BlockByNumber(context.Background(), backend.Latest); err != nil || b.Hash != s.main.Block(6).Hash {
+		t.Errorf("latest after the write: %v, want block 6", err)
+	}
+	if out := logged.String(); out != "" {
+		t.Errorf("logged while a write waited:\n%s", out)
 	}
 }
 

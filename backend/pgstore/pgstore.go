@@ -112,15 +112,18 @@ type Options struct {
 	CacheBytes int64
 
 	// MaxConns is the size of the connection pool. Zero means
-	// max(4, 2×GOMAXPROCS); a pool_max_conns in the URL also sets it.
+	// max(4, 2×GOMAXPROCS); a pool_max_conns in the URL also sets it. A
+	// Writer opens one more connection, outside the pool, the first time
+	// a write lasts past a third of LeaseTTL, to watch it.
 	MaxConns int32
 
 	// LeaseTTL is how long a Writer's lease lasts without being renewed:
 	// how long a writer that died without closing keeps another from
 	// writing. It is renewed every LeaseTTL/3. It also bounds how long
 	// the server keeps a writer's session idle in a transaction (one
-	// whose host failed in the middle of a write), and how long a writer
-	// taking the lease waits for a write under way. Zero means
+	// whose host failed in the middle of a write), how long a writer
+	// taking the lease waits for a write under way, and how long a write
+	// waits on a server that has stopped answering. Zero means
 	// DefaultLeaseTTL.
 	LeaseTTL time.Duration
 

@@ -39,9 +39,10 @@ type Writer struct {
 	polling   sync.Once      // started once the lease is lost (or never, once closed)
 	vacuums   sync.WaitGroup // an Importer's vacuum, on a connection of its own
 
-	ctx    context.Context // ends at Close: the context of the writes
-	cancel context.CancelFunc
-	renew  chan struct{} // closed when the renewal has stopped
+	ctx      context.Context // ends at Close: the context of the writes
+	cancel   context.CancelFunc
+	renew    chan struct{}           // closed when the renewal has stopped
+	inflight atomic.Pointer[writing] // the write under way, which the renewal watches
 }
 
 // OpenWriter connects to the database at url, creates or migrates the
@@ -247,15 +248,23 @@ func isQueryCanceled(err error) bool {
 
 // renewLease extends the lease every third of its TTL until Close. A
 // renewal that finds the lease taken marks the writer as having lost it.
+// While a write runs, which extended the lease as it began and holds it
+// locked, the write is watched instead.
 func (w *Writer) renewLease() {
 	defer close(w.renew)
 	t := time.NewTicker(w.opts.LeaseTTL / 3)
 	defer t.Stop()
+	watch := &watcher{w: w}
+	defer watch.close()
 	for {
 		select {
 		case <-w.ctx.Done():
 			return
 		case <-t.C:
+		}
+		if wr := w.inflight.Load(); wr != nil {
+			watch.check(wr)
+			continue
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, w.opts.LeaseTTL/3)
 		tag, err := w.pool.Exec(ctx, `UPDATE writer_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 millisecond'
@@ -376,7 +385,11 @@ func (w *Writer) write(ctx context.Context, fn func(ctx context.Context, tx *txn
 	}
 	var old *headState
 	var st headState
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer w.inflight.Store(nil)
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		w.inflight.Store(&writing{pid: tx.Conn().PgConn().PID(), started: time.Now(), cancel: cancel})
 		if err := w.fence(ctx, tx); err != nil {
 			return err
 		}
@@ -417,6 +430,9 @@ func (w *Writer) write(ctx context.Context, fn func(ctx context.Context, tx *txn
 			return err
 		}
 		w.unsure.Store(true)
+		if cause := context.Cause(ctx); errors.Is(cause, errWriteLost) || errors.Is(cause, errServerSilent) {
+			return fmt.Errorf("pgstore: %w (%w)", cause, err)
+		}
 		return fmt.Errorf("pgstore: %w", err)
 	}
 	if st.reorgVersion != old.reorgVersion {

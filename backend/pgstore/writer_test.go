@@ -249,6 +249,53 @@ func TestWriterCommitAnswerLost(t *testing.T) {
 	}
 }
 
+// TestWriterCommitAnswerHeld holds back the answer to a block's COMMIT on
+// a connection that stays open and silent, as a network that stalls at
+// that moment does: the write fails once the server shows the
+// transaction over, where it used to wait until Close. The block is in
+// the database, and the writer goes on from it.
+func TestWriterCommitAnswerHeld(t *testing.T) {
+	s := buildShared()
+	_, url := pgtest.Shared(t)
+	proxy, viaProxy := pgtest.StartProxy(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second
+	w, err := pgstore.OpenWriter(ctx, viaProxy, &pgstore.Options{Schema: pgtest.Schema(t), LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	s.addMain(t, w, 5)
+
+	proxy.HoldCommitAnswers(1)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.write(w, s.main.Block(6), true) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the write whose COMMIT answer was held succeeded")
+		}
+		t.Logf("the write failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(writeGiveUp(ttl)):
+		w.Close() // ends it
+		<-done
+		t.Fatalf("the write whose COMMIT answer was held had not returned after %v", writeGiveUp(ttl))
+	}
+	if n := proxy.CommitAnswersToHold(); n != 0 {
+		t.Fatalf("no COMMIT went through the proxy: %d answers still to hold", n)
+	}
+	for n := uint64(6); n <= 8; n++ {
+		if err := s.write(w, s.main.Block(n), true); err != nil {
+			t.Fatalf("block %d after the held answer: %v", n, err)
+		}
+	}
+	if b, err := w.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != s.main.Block(8).Hash {
+		t.Errorf("the writer's latest block: %v, want block 8", err)
+	}
+}
+
 // TestWriterCommitAnswerLostOneConnection loses a COMMIT's answer on a
 // Writer whose pool has one connection: the next write reads the head row
 // on its own transaction's connection, where it used to ask the pool for
