@@ -21,6 +21,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -129,7 +130,7 @@ func StartServer(b backend.Backend, opts ...Option) *Server {
 		append([]blockrpc.Option{blockrpc.WithKeys(blockrpc.NewKeySet(cfg.key))}, cfg.handlers...)...)
 	s := &Server{Key: cfg.key, faults: cfg.faults, rng: mrand.New(mrand.NewPCG(cfg.seed, 0))}
 	s.Server = httptest.NewServer(s.wrap(h))
-	s.URL = s.Server.URL + "/v3/" + cfg.key
+	s.URL = s.Server.URL + "/v3/" + url.PathEscape(cfg.key)
 	return s
 }
 
@@ -160,9 +161,9 @@ const (
 	serverError
 )
 
-// draw picks the fault of the next request and counts it. One number is
-// drawn per request, so that the sequence depends only on the seed and the
-// order of the requests.
+// draw picks the fault of the next request. One number is drawn per
+// request, so that the sequence depends only on the seed and the order of
+// the requests.
 func (s *Server) draw() (fault, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -174,28 +175,49 @@ func (s *Server) draw() (fault, time.Duration) {
 	f := s.faults
 	switch {
 	case u < f.dropShare:
-		s.stats.Dropped++
 		return drop, f.latency
 	case u < f.dropShare+f.limitShare:
-		s.stats.RateLimited++
 		return rateLimit, f.latency
 	case u < f.dropShare+f.limitShare+f.errShare:
-		s.stats.ServerErrors++
 		return serverError, f.latency
 	}
 	return none, f.latency
+}
+
+// count counts a fault once it is carried out: a client that gave up
+// during the latency met none.
+func (s *Server) count(f fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch f {
+	case drop:
+		s.stats.Dropped++
+	case rateLimit:
+		s.stats.RateLimited++
+	case serverError:
+		s.stats.ServerErrors++
+	}
 }
 
 func (s *Server) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, delay := s.draw()
 		if delay > 0 {
+			// net/http notices a client that goes away only once the
+			// body is read: read it first, or the delay is slept out
+			// for a client long gone, and Close waits for it.
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			select {
 			case <-time.After(delay):
 			case <-r.Context().Done():
 				return
 			}
 		}
+		s.count(f)
 		switch f {
 		case drop:
 			dropConnection(w)

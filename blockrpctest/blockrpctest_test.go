@@ -86,6 +86,57 @@ func TestLatency(t *testing.T) {
 	}
 }
 
+// TestLatencyEndsWithTheClient has a client give up during the latency:
+// the server stops waiting then, so that Close (the test's cleanup) does
+// not wait out the rest, and the fault drawn for the request is not
+// counted, since no one met it.
+func TestLatencyEndsWithTheClient(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault blockrpctest.Option
+		count func(blockrpctest.Stats) int
+	}{
+		{"none", blockrpctest.WithServerErrors(0), func(blockrpctest.Stats) int { return 0 }},
+		{"ServerErrors", blockrpctest.WithServerErrors(1), func(s blockrpctest.Stats) int { return s.ServerErrors }},
+		{"RateLimited", blockrpctest.WithRateLimited(1, time.Second), func(s blockrpctest.Stats) int { return s.RateLimited }},
+		{"Dropped", blockrpctest.WithDroppedConnections(1), func(s blockrpctest.Stats) int { return s.Dropped }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := blockrpctest.StartServer(chain(t), blockrpctest.WithLatency(5*time.Second), c.fault)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(latest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatal("an answer within 100ms of a 5s latency")
+			}
+			start := time.Now()
+			srv.Close()
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Close took %v after the only client had given up", d.Round(time.Millisecond))
+			}
+			if s := srv.Stats(); c.count(s) != 0 || s.Requests != 1 {
+				t.Errorf("stats %+v: a request whose client gave up during the latency is counted as met by %s", s, c.name)
+			}
+		})
+	}
+}
+
+// TestKeyInURL gives keys that a URL must escape: URL still reaches the
+// server under the key given.
+func TestKeyInURL(t *testing.T) {
+	for _, key := range []string{"team%41", "key?v=1", "key#1", "key 1"} {
+		srv := blockrpctest.NewServer(t, chain(t), blockrpctest.WithKey(key))
+		if a, err := post(t, srv.URL, latest); err != nil || a.status != http.StatusOK {
+			t.Errorf("WithKey(%q): %s answered %d %s (%v), want 200", key, srv.URL, a.status, a.body, err)
+		}
+	}
+}
+
 func TestServerErrors(t *testing.T) {
 	srv := blockrpctest.NewServer(t, chain(t), blockrpctest.WithServerErrors(1))
 	a, err := post(t, srv.URL, latest)
