@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -16,12 +15,18 @@ import (
 // Errors are flushed at once (see flushOnError), and everything when the
 // process stops.
 type logWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	buf  *bufio.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+	// cut is set when a failed write left part of a line out: the next
+	// write ends that line first, so that no line is glued to a fragment.
+	cut  bool
 	stop chan struct{}
 	done chan struct{}
 }
+
+// logBufferSize is how much a logWriter holds before it writes.
+const logBufferSize = 64 << 10
 
 // logFlushEvery bounds how old a buffered log line can get.
 const logFlushEvery = 200 * time.Millisecond
@@ -78,17 +83,22 @@ func flushOpenLogs(d time.Duration) {
 }
 
 func newLogWriter(w io.Writer) *logWriter {
-	return &logWriter{w: w, buf: bufio.NewWriterSize(w, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
+	return &logWriter{w: w, buf: make([]byte, 0, logBufferSize), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// Write buffers a log line.
+// Write buffers a log line. A failed write loses what was buffered, never
+// a line's end: a line the disk took part of is ended before the next.
 func (l *logWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.buf.Write(p); err != nil {
-		l.drop()
-		l.buf.Write(p) // this line waits for the next flush
+	if len(l.buf)+len(p) > logBufferSize {
+		l.flushLocked() // on failure what was buffered is let go; p waits for the next flush
 	}
+	if len(p) > logBufferSize {
+		l.writeLocked(p) // past the buffer: written through
+		return len(p), nil
+	}
+	l.buf = append(l.buf, p...)
 	return len(p), nil
 }
 
@@ -96,17 +106,34 @@ func (l *logWriter) Write(p []byte) (int, error) {
 func (l *logWriter) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	err := l.buf.Flush()
-	if err != nil {
-		l.drop()
+	return l.flushLocked()
+}
+
+// flushLocked writes out what is buffered and lets it go, written or not:
+// keeping what a full disk refused would only block the lines after it.
+func (l *logWriter) flushLocked() error {
+	if len(l.buf) == 0 {
+		return nil
 	}
+	err := l.writeLocked(l.buf)
+	l.buf = l.buf[:0]
 	return err
 }
 
-// drop lets go of what is buffered after a write failed: a bufio.Writer
-// keeps its first error and fails every write after, so that a disk full
-// for a moment would silence the log until the process ends.
-func (l *logWriter) drop() { l.buf.Reset(l.w) }
+// writeLocked writes data, ending first a line that a failed write cut.
+func (l *logWriter) writeLocked(data []byte) error {
+	if l.cut {
+		if _, err := l.w.Write([]byte{'\n'}); err != nil {
+			return err
+		}
+		l.cut = false
+	}
+	n, err := l.w.Write(data)
+	if err != nil && n > 0 && data[n-1] != '\n' {
+		l.cut = true
+	}
+	return err
+}
 
 // flushOnError is a log handler that flushes its writer after an error,
 // so that what explains a failure is not lost if the process dies.

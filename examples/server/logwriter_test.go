@@ -182,3 +182,72 @@ func TestBufferedLogAfterFullDisk(t *testing.T) {
 		t.Errorf("the log holds %q once the disk takes writes again, want the line written then", got)
 	}
 }
+
+// shortDisk takes room bytes more and fails the rest of a write, as a disk
+// that fills in the middle of one does.
+type shortDisk struct {
+	room    int
+	written strings.Builder
+}
+
+func (d *shortDisk) Write(p []byte) (int, error) {
+	if len(p) <= d.room {
+		d.room -= len(p)
+		return d.written.Write(p)
+	}
+	n := d.room
+	d.written.Write(p[:n])
+	d.room = 0
+	return n, syscall.ENOSPC
+}
+
+// TestBufferedLogShortWrite fills the disk in the middle of a line, of a
+// buffered flush and of a line past the buffer: the lines that did not
+// fit are lost, and the part of one that did is left as it is, but the
+// next line starts a line of its own. It used to be
+// glued to the cut one, where a reader sees the first level, so that an
+// error read as the INFO line before it.
+func TestBufferedLogShortWrite(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lines []string
+	}{
+		{"buffered", []string{"request one", "request two"}},
+		{"past the buffer", []string{strings.Repeat("a long line ", 10000)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			disk := &shortDisk{room: 30}
+			l := newLogWriter(disk)
+			log := slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			}))
+			for _, line := range c.lines {
+				log.Info(line)
+			}
+			l.Flush()
+			if disk.room != 0 {
+				t.Fatalf("the disk was not filled: %d bytes of room left", disk.room)
+			}
+			disk.room = 1 << 20
+			log.Error("backend failure")
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			got := disk.written.String()
+			lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+			for _, line := range lines {
+				if strings.Count(line, "level=") > 1 {
+					t.Errorf("the log holds two lines in one, %q; whole log:\n%s", line, got)
+				}
+			}
+			if last := lines[len(lines)-1]; last != `level=ERROR msg="backend failure"` {
+				t.Errorf("the last line is %q, want the error", last)
+			}
+		})
+	}
+}
