@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -119,13 +120,21 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
+	// As the handler: a client gone before the answer began has not got
+	// it, and a write that fails is seen only once the answer is flushed.
+	left := errors.Is(r.Context().Err(), context.Canceled)
 	n, err := g.loading(w, r)
+	if err == nil && g.observe != nil {
+		if ferr := http.NewResponseController(w).Flush(); !errors.Is(ferr, http.ErrNotSupported) {
+			err = ferr
+		}
+	}
 	if g.observe != nil {
 		g.observe(r.Context(), blockrpc.RequestInfo{
 			Status:   http.StatusServiceUnavailable,
 			Errors:   1,
 			Written:  n,
-			Cut:      err != nil,
+			Cut:      err != nil || left,
 			Duration: time.Since(start),
 		})
 	}

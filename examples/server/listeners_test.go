@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/internal/syncbuf"
+	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
@@ -146,5 +149,31 @@ func TestAnswersWhileLoading(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run ended with %v, want a clean shutdown", err)
+	}
+}
+
+// TestGateCutAsTheHandler has a client go away before the loading answer
+// is written: the gate reports the answer cut, as the handler reports its
+// own, so that the access log and the cut count tell the two alike.
+func TestGateCutAsTheHandler(t *testing.T) {
+	gone := func() *http.Request {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		r := httptest.NewRequest(http.MethodPost, "/v3/k", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}`)).WithContext(ctx)
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	var handlerSaw blockrpc.RequestInfo
+	h := blockrpc.NewHandler(blockrpc.NewService(memstore.New()), blockrpc.WithKeys(blockrpc.NewKeySet("k")),
+		blockrpc.WithObserver(&blockrpc.Observer{Request: func(_ context.Context, i blockrpc.RequestInfo) { handlerSaw = i }}))
+	h.ServeHTTP(httptest.NewRecorder(), gone())
+	if !handlerSaw.Cut {
+		t.Fatalf("the handler's own report: %+v, want Cut", handlerSaw)
+	}
+	var gateSaw blockrpc.RequestInfo
+	g := &gate{loading: answerLoading, observe: func(_ context.Context, i blockrpc.RequestInfo) { gateSaw = i }}
+	g.ServeHTTP(httptest.NewRecorder(), gone())
+	if !gateSaw.Cut || gateSaw.Status != http.StatusServiceUnavailable {
+		t.Errorf("the gate's report of a loading answer to a client gone: %+v, want 503 and Cut", gateSaw)
 	}
 }
