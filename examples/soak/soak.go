@@ -499,18 +499,24 @@ func (d *driver) companion(ctx context.Context, rng *rand.Rand) {
 	case 0:
 		low := d.head(ctx)
 		a, ok := d.call(ctx, "eth_blockNumber", "[]")
-		var n uint64
-		if ok && (json.Unmarshal(a.Result, new(string)) != nil || !parseQuantity(a.Result, &n) || n < low) {
-			d.fail(true, "eth_blockNumber: %s, want at least 0x%x", a.Result, low)
+		if !ok {
+			return
 		}
 		d.checked.Add(1)
+		var n uint64
+		if json.Unmarshal(a.Result, new(string)) != nil || !parseQuantity(a.Result, &n) || n < low {
+			d.fail(true, "eth_blockNumber: %s, want at least 0x%x", a.Result, low)
+		}
 	case 1:
 		want, err := d.svc.ChainID(ctx)
 		a, ok := d.call(ctx, "eth_chainId", "[]")
-		if ok && err == nil && string(a.Result) != fmt.Sprintf(`"0x%x"`, want) {
-			d.fail(true, "eth_chainId: %s, want 0x%x", a.Result, want)
+		if !ok || err != nil {
+			return
 		}
 		d.checked.Add(1)
+		if string(a.Result) != fmt.Sprintf(`"0x%x"`, want) {
+			d.fail(true, "eth_chainId: %s, want 0x%x", a.Result, want)
+		}
 	default:
 		n := rng.Uint64N(min(d.head(ctx), 64) + 1)
 		b, err := d.store.BlockByNumber(ctx, backend.BlockNumber(n))
@@ -518,10 +524,13 @@ func (d *driver) companion(ctx context.Context, rng *rand.Rand) {
 			return
 		}
 		a, ok := d.call(ctx, "eth_getUncleCountByBlockNumber", fmt.Sprintf(`["0x%x"]`, n))
-		if ok && string(a.Result) != fmt.Sprintf(`"0x%x"`, len(b.Uncles)) {
-			d.fail(true, "uncle count of block %d: %s, want 0x%x", n, a.Result, len(b.Uncles))
+		if !ok {
+			return
 		}
 		d.checked.Add(1)
+		if string(a.Result) != fmt.Sprintf(`"0x%x"`, len(b.Uncles)) {
+			d.fail(true, "uncle count of block %d: %s, want 0x%x", n, a.Result, len(b.Uncles))
+		}
 	}
 }
 
