@@ -168,7 +168,11 @@ func loopGzip(ctx context.Context, url, body string) {
 func batchBody(n int, head uint64) string {
 	calls := make([]string, n)
 	for i := range calls {
-		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x%x",true]}`, i, 1+uint64(i)%head)
+		number := uint64(0) // a chain of the genesis alone
+		if head > 0 {
+			number = 1 + uint64(i)%head
+		}
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x%x",true]}`, i, number)
 	}
 	return "[" + strings.Join(calls, ",") + "]"
 }
