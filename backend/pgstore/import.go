@@ -172,8 +172,14 @@ func (w *Writer) NewImporter(ctx context.Context, opts *ImportOptions) *Importer
 // ImportDump reads a dump (memstore's JSON Lines format) into the store
 // through an Importer with SameChain set: every block checked as
 // memstore.Load checks it, new blocks written with COPY, blocks already
-// stored skipped. The lines before a failing one stay written; the error
-// is a *memstore.LineError.
+// stored skipped. A line that fails its checks ends the import with a
+// *memstore.LineError naming it. Blocks are written a batch at a time:
+// the batches written before an error stay written, the one being written
+// does not. A batch that fails to be written (the database's error) ends
+// the import with a *memstore.LineError naming the line whose block was
+// read when the batch was sent, or, for the last batch, with the
+// database's error alone. The same import run again goes on from what the
+// store holds.
 func (w *Writer) ImportDump(ctx context.Context, r io.Reader, opts *ImportOptions) error {
 	o := ImportOptions{}
 	if opts != nil {
