@@ -28,16 +28,26 @@ func (w *rlpWriter) accessList(list []AccessTuple) {
 func appendAccessList(dst []byte, list []AccessTuple) []byte {
 	dst = append(dst, `"accessList":[`...)
 	for i := range list {
-		dst = appendBytesMember(append(dst, '{'), `"address":`, list[i].Address[:])
-		dst = append(dst, `"storageKeys":[`...)
-		for j := range list[i].StorageKeys {
-			dst = appendHashString(dst, &list[i].StorageKeys[j])
-			dst = append(dst, ',')
-		}
-		dst = closeArray(dst, len(list[i].StorageKeys))
-		dst = append(closeObject(dst), ',')
+		dst = append(list[i].appendObject(dst), ',')
 	}
 	return closeArray(dst, len(list))
+}
+
+// appendObject writes the tuple as go-ethereum's types.AccessTuple marshals.
+func (t *AccessTuple) appendObject(dst []byte) []byte {
+	dst = appendBytesMember(append(dst, '{'), `"address":`, t.Address[:])
+	dst = append(dst, `"storageKeys":[`...)
+	for j := range t.StorageKeys {
+		dst = appendHashString(dst, &t.StorageKeys[j])
+		dst = append(dst, ',')
+	}
+	dst = closeArray(dst, len(t.StorageKeys))
+	return closeObject(dst)
+}
+
+// MarshalJSON implements json.Marshaler, by value as Withdrawal's.
+func (t AccessTuple) MarshalJSON() ([]byte, error) {
+	return t.appendObject(nil), nil
 }
 
 // UnmarshalJSON implements json.Unmarshaler. Both members are required.

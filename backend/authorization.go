@@ -36,16 +36,26 @@ func (w *rlpWriter) authorizationList(auths []SetCodeAuthorization) {
 func appendAuthorizations(dst []byte, auths []SetCodeAuthorization) []byte {
 	dst = append(dst, `"authorizationList":[`...)
 	for i := range auths {
-		a := &auths[i]
-		dst = appendU256Member(append(dst, '{'), `"chainId":`, &a.ChainID)
-		dst = appendBytesMember(dst, `"address":`, a.Address[:])
-		dst = appendUint64Member(dst, `"nonce":`, a.Nonce)
-		dst = appendUint64Member(dst, `"yParity":`, uint64(a.YParity))
-		dst = appendU256Member(dst, `"r":`, &a.R)
-		dst = appendU256Member(dst, `"s":`, &a.S)
-		dst = append(closeObject(dst), ',')
+		dst = append(auths[i].appendObject(dst), ',')
 	}
 	return closeArray(dst, len(auths))
+}
+
+// appendObject writes the authorization as go-ethereum's
+// types.SetCodeAuthorization marshals.
+func (a *SetCodeAuthorization) appendObject(dst []byte) []byte {
+	dst = appendU256Member(append(dst, '{'), `"chainId":`, &a.ChainID)
+	dst = appendBytesMember(dst, `"address":`, a.Address[:])
+	dst = appendUint64Member(dst, `"nonce":`, a.Nonce)
+	dst = appendUint64Member(dst, `"yParity":`, uint64(a.YParity))
+	dst = appendU256Member(dst, `"r":`, &a.R)
+	dst = appendU256Member(dst, `"s":`, &a.S)
+	return closeObject(dst)
+}
+
+// MarshalJSON implements json.Marshaler, by value as Withdrawal's.
+func (a SetCodeAuthorization) MarshalJSON() ([]byte, error) {
+	return a.appendObject(nil), nil
 }
 
 // errYParityRange is for an authorization's yParity that does not fit the

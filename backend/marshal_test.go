@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/blockrpc/blockrpc/backend"
+	"github.com/holiman/uint256"
 )
 
 // A Block, an Uncle and a Transaction marshal to their wire JSON alike by
@@ -39,5 +42,26 @@ func TestMarshalByValue(t *testing.T) {
 		if !bytes.Equal(p, v) || !bytes.HasPrefix(v, []byte(`{"`)) {
 			t.Errorf("uncle %s marshals differently by value", u.Hash)
 		}
+	}
+}
+
+// An access list's tuple and a set-code authorization marshal on their
+// own as go-ethereum writes them inside a transaction, and the
+// authorization reads back from what it writes.
+func TestMarshalListElements(t *testing.T) {
+	tuple := backend.AccessTuple{Address: backend.Address{0x01}, StorageKeys: []backend.Hash{{0xab}}}
+	const wantTuple = `{"address":"0x0100000000000000000000000000000000000000","storageKeys":["0xab00000000000000000000000000000000000000000000000000000000000000"]}`
+	if got, err := json.Marshal(tuple); err != nil || string(got) != wantTuple {
+		t.Errorf("json.Marshal(AccessTuple) = %s, %v\nwant %s", got, err, wantTuple)
+	}
+	auth := backend.SetCodeAuthorization{ChainID: *uint256.NewInt(1), Address: backend.Address{0x02}, Nonce: 5, YParity: 1, R: *uint256.NewInt(7), S: *uint256.NewInt(9)}
+	const wantAuth = `{"chainId":"0x1","address":"0x0200000000000000000000000000000000000000","nonce":"0x5","yParity":"0x1","r":"0x7","s":"0x9"}`
+	got, err := json.Marshal(auth)
+	if err != nil || string(got) != wantAuth {
+		t.Errorf("json.Marshal(SetCodeAuthorization) = %s, %v\nwant %s", got, err, wantAuth)
+	}
+	var back backend.SetCodeAuthorization
+	if err := json.Unmarshal(got, &back); err != nil || back != auth {
+		t.Errorf("json.Unmarshal(json.Marshal(auth)) = %+v, %v; want %+v", back, err, auth)
 	}
 }
