@@ -237,6 +237,10 @@ func fillLegacyChainID(tx *Transaction) error {
 	switch {
 	case tx.ChainID == nil:
 		tx.ChainID = derived
+	case derived == nil && tx.ChainID.IsZero():
+		// The chain id go-ethereum derives for v 27 or 28 (ChainId()
+		// is 0), which some nodes write out: none.
+		tx.ChainID = nil
 	case derived == nil:
 		return &MismatchError{Field: "chainId", Given: hexutil.EncodeU256(tx.ChainID), Computed: "none (v is " + hexutil.EncodeU256(&tx.V) + ")"}
 	case !tx.ChainID.Eq(derived):

@@ -145,7 +145,7 @@ func signatureParams(tx *Transaction) (chainID *uint256.Int, recovery byte, err 
 	v := &tx.V
 	switch {
 	case v.Eq(uint256.NewInt(27)) || v.Eq(uint256.NewInt(28)):
-		if tx.ChainID != nil {
+		if tx.ChainID != nil && !tx.ChainID.IsZero() {
 			return nil, 0, fmt.Errorf("%w: chainId %s given, but v %s has no replay protection", ErrInvalidSignature, hexutil.EncodeU256(tx.ChainID), hexutil.EncodeU256(v))
 		}
 		return nil, byte(v.Uint64() - 27), nil

@@ -1,6 +1,7 @@
 package backend_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -310,5 +311,49 @@ func BenchmarkVerifySenders(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(block.Transactions)), "ns/tx")
 		})
+	}
+}
+
+// TestPreEIP155ZeroChainID reads a transaction without replay protection
+// (v 27 or 28) whose JSON says "chainId":"0x0", as some nodes (Erigon
+// before erigontech/erigon#5856) write it: go-ethereum takes its chain id
+// to be 0 and leaves it out. Its sender is recovered, the block verifies,
+// and it is served as without the member.
+func TestPreEIP155ZeroChainID(t *testing.T) {
+	key := secp256k1.PrivKeyFromBytes(bytes.Repeat([]byte{0x42}, 32))
+	to := backend.Address{0xaa}
+	tx := &backend.Transaction{Type: backend.LegacyTxType, Nonce: 1, GasPrice: uint256.NewInt(7), Gas: 21000, To: &to, Value: *uint256.NewInt(5)}
+	h := backend.SigningHash(tx)
+	sig := ecdsa.SignCompact(key, h[:], false)
+	tx.V.SetUint64(uint64(sig[0])) // 27 or 28
+	tx.R.SetBytes(sig[1:33])
+	tx.S.SetBytes(sig[33:65])
+	from, err := backend.Sender(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.From = from
+	b := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, Number: 1_000_000}, Transactions: []*backend.Transaction{tx}}
+	if err := backend.Seal(b, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := b.AppendJSON(nil, true)
+	withZero := bytes.Replace(want, []byte(`"v":`), []byte(`"chainId":"0x0","v":`), 1)
+	if bytes.Equal(withZero, want) {
+		t.Fatal("no v member to put the chain id before")
+	}
+
+	var got backend.Block
+	if err := json.Unmarshal(withZero, &got); err != nil {
+		t.Fatalf("decoding: %v", err)
+	}
+	if s, err := backend.Sender(got.Transactions[0]); err != nil || s != from {
+		t.Errorf("Sender = %s, %v; want %s", s, err, from)
+	}
+	if err := backend.Seal(&got, nil); err != nil {
+		t.Fatalf("Seal: %v", err)
+	}
+	if served := got.AppendJSON(nil, true); !bytes.Equal(served, want) {
+		t.Errorf("served\n%s\nwant\n%s", served, want)
 	}
 }
