@@ -20,8 +20,12 @@ import (
 // made readable by its owner only. Two processes must not write one file.
 type File struct {
 	path string
-	mu   sync.Mutex
-	t    table
+	// changing lets one change at a time write the file; mu guards t only
+	// while a saved change takes its place, so that reads never wait
+	// behind a save's fsync.
+	changing sync.Mutex
+	mu       sync.RWMutex
+	t        table
 }
 
 // fileFormat is the version of the file's layout.
@@ -54,7 +58,7 @@ func OpenFile(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return f, f.save()
+		return f, f.save(&f.t)
 	case err != nil:
 		return nil, fmt.Errorf("keystore: %w", err)
 	}
@@ -86,20 +90,20 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
-// save writes the table to a new file beside the store's, syncs it, and
-// renames it over the old one.
-func (f *File) save() error {
-	c := fileContent{Format: fileFormat, Keys: make([]fileKey, 0, len(f.t.keys))}
-	for _, k := range f.t.keys {
+// save writes t to a new file beside the store's, syncs it, and renames
+// it over the old one.
+func (f *File) save(t *table) error {
+	c := fileContent{Format: fileFormat, Keys: make([]fileKey, 0, len(t.keys))}
+	for _, k := range t.keys {
 		c.Keys = append(c.Keys, fileKey{
 			ID: k.ID, Digest: k.Digest.String(), Label: k.Label, Rate: k.Rate, Burst: k.Burst,
 			Created: k.Created, Revoked: k.Revoked,
 			Requests: k.Used.Requests, Errors: k.Used.Errors, Bytes: k.Used.Bytes, LastUsed: k.Used.LastUsed,
 		})
 	}
-	if len(f.t.minutes) > 0 {
-		c.Minutes = make(map[string][][3]int64, len(f.t.minutes))
-		for id, ms := range f.t.minutes {
+	if len(t.minutes) > 0 {
+		c.Minutes = make(map[string][][3]int64, len(t.minutes))
+		for id, ms := range t.minutes {
 			for _, m := range ms {
 				c.Minutes[id] = append(c.Minutes[id], [3]int64{m.Start.Unix() / 60, m.Requests, m.Errors})
 			}
@@ -149,22 +153,26 @@ func syncDir(dir string) error {
 
 // change applies do to a copy of the table, saves the copy and keeps it
 // only when it was saved: a change that could not be written is not made.
+// Reads go on from the table as it was until then.
 func (f *File) change(do func(t *table) error) error {
+	f.changing.Lock()
+	defer f.changing.Unlock()
+	// Only a change replaces f.t, and this one holds changing: f.t can be
+	// read without mu.
+	next := table{keys: slices.Clone(f.t.keys), minutes: make(map[string][]Minute, len(f.t.minutes))}
+	for id, ms := range f.t.minutes {
+		next.minutes[id] = slices.Clone(ms)
+	}
+	if err := do(&next); err != nil {
+		return err
+	}
+	if err := f.save(&next); err != nil {
+		return err
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	old := f.t
-	f.t = table{keys: slices.Clone(old.keys), minutes: make(map[string][]Minute, len(old.minutes))}
-	for id, ms := range old.minutes {
-		f.t.minutes[id] = slices.Clone(ms)
-	}
-	err := do(&f.t)
-	if err == nil {
-		err = f.save()
-	}
-	if err != nil {
-		f.t = old
-	}
-	return err
+	f.t = next
+	f.mu.Unlock()
+	return nil
 }
 
 // Create implements Store.
@@ -174,15 +182,15 @@ func (f *File) Create(_ context.Context, k Key) error {
 
 // Key implements Store.
 func (f *File) Key(_ context.Context, id string) (Key, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return f.t.key(id)
 }
 
 // Keys implements Store.
 func (f *File) Keys(context.Context) ([]Key, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return slices.Clone(f.t.keys), nil
 }
 
@@ -217,7 +225,7 @@ func (f *File) Record(_ context.Context, usage []Usage) error {
 
 // Minutes implements Store.
 func (f *File) Minutes(_ context.Context, id string, since time.Time) ([]Minute, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	return f.t.since(id, since)
 }
