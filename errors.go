@@ -78,7 +78,10 @@ func (h *Handler) errorCode(ctx context.Context, err error, method string) (int,
 		// query's, an endpoint's) with the request's time left is the
 		// backend's failure, and logged as one.
 		return codeTimeout, "request timed out"
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		// The request's own cancellation. The backend's own (its pool
+		// closed, a fetch it shares cancelled) with the request alive is
+		// its failure, as for a deadline.
 		return codeServerError, "request canceled"
 	case errors.As(err, &be):
 		h.log(ctx, slog.LevelError, "blockrpc: backend failure", "method", method, "err", be.err)

@@ -137,6 +137,17 @@ func TestBackendTimeout(t *testing.T) {
 			t.Errorf("the backend's timeout is not logged:\n%s", log.String())
 		}
 	})
+	t.Run("the backend's own cancellation", func(t *testing.T) {
+		// A backend whose own work was cancelled (a pool closing, a fetch
+		// it shares ended by its owner), the request still alive: a
+		// backend failure, not the client's cancellation.
+		var log bytes.Buffer
+		h := newHandler(cancelledBackend{}, blockrpc.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		checkError(t, parseAnswer(t, serveBody(h, []byte(latestBlock)).Body.Bytes()), -32000, "backend failure")
+		if !strings.Contains(log.String(), "backend failure") {
+			t.Errorf("the backend's cancellation is not logged:\n%s", log.String())
+		}
+	})
 	t.Run("body slower than the deadline", func(t *testing.T) {
 		// The deadline ends the read of a body that comes too slowly, as
 		// the server's ReadTimeout would.
@@ -294,6 +305,12 @@ type timedOutBackend struct{ failingBackend }
 
 func (timedOutBackend) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
 	return nil, fmt.Errorf("every endpoint: %w", context.DeadlineExceeded)
+}
+
+type cancelledBackend struct{ failingBackend }
+
+func (cancelledBackend) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
+	return nil, fmt.Errorf("upstream: shared fetch ended: %w", context.Canceled)
 }
 
 // TestNewServiceOfNilBackend checks that a Service without a Backend is

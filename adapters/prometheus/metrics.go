@@ -216,13 +216,13 @@ func (m *Metrics) observeRequest(_ context.Context, r blockrpc.RequestInfo) {
 func (m *Metrics) observeBackend(ctx context.Context, b blockrpc.BackendInfo) {
 	m.backendDuration.WithLabelValues(b.Method).Observe(b.Duration.Seconds())
 	// A block that does not exist is an answer (null), and a client that
-	// went away, or the request's own deadline (answered as a timeout, as
-	// the handler tells it from a deadline of the backend's), says
-	// nothing of the backend's health: counting either would page
-	// someone for nothing.
+	// went away, or the request's own deadline, says nothing of the
+	// backend's health: counting either would page someone for nothing.
+	// A cancellation or a deadline of the backend's own, with the request
+	// alive, is its failure, as the handler tells it.
 	switch {
-	case b.Err == nil, errors.Is(b.Err, backend.ErrNotFound), errors.Is(b.Err, context.Canceled):
-	case errors.Is(b.Err, context.DeadlineExceeded) && ctx.Err() != nil:
+	case b.Err == nil, errors.Is(b.Err, backend.ErrNotFound):
+	case (errors.Is(b.Err, context.Canceled) || errors.Is(b.Err, context.DeadlineExceeded)) && ctx.Err() != nil:
 	default:
 		m.backendErrors.WithLabelValues(b.Method).Inc()
 	}

@@ -173,6 +173,19 @@ func TestMetricsOfBackendErrors(t *testing.T) {
 	if got := value(t, reg, "blockrpc_backend_errors_total", "method", "BlockByHash"); got != 1 {
 		t.Errorf("backend errors of BlockByHash = %v after a deadline of the backend's own, want 1", got)
 	}
+
+	// So with a cancellation: the client's is none of the backend's, a
+	// backend's own (its pool closed) is its failure.
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	observe(gone, blockrpc.BackendInfo{Method: "BlockByHash", Err: context.Canceled})
+	if got := value(t, reg, "blockrpc_backend_errors_total", "method", "BlockByHash"); got != 1 {
+		t.Errorf("backend errors of BlockByHash = %v after the client went away, want still 1", got)
+	}
+	observe(context.Background(), blockrpc.BackendInfo{Method: "BlockByHash", Err: fmt.Errorf("shared fetch: %w", context.Canceled)})
+	if got := value(t, reg, "blockrpc_backend_errors_total", "method", "BlockByHash"); got != 2 {
+		t.Errorf("backend errors of BlockByHash = %v after a cancellation of the backend's own, want 2", got)
+	}
 }
 
 func TestNewTwiceWithOneRegistry(t *testing.T) {
