@@ -12,9 +12,13 @@
 // TestStore writes chains built with memstore/chaintest and the demo chain
 // into fresh stores and checks every method and tag against the same
 // chain in memstore, byte for byte: side blocks, uncles, pending, reorgs
-// (deeper, shorter, back to an old branch), total difficulty, blocks known
-// only by transaction hashes, refused blocks, context cancellation, and
-// readers running while a writer reorganises (run it with -race).
+// (deeper, shorter, back to an old branch, hundreds of blocks deep, a
+// block replaced under its children), tags cleared with the blocks they
+// mark, total difficulty summed by parent, blocks known only by
+// transaction hashes, refused blocks, blocks and uncles given to the
+// store left as they were, context cancellation, and readers running
+// while a writer reorganises, adds blocks and sets tags, each
+// reorganisation seen whole or not at all (run it with -race).
 //
 // TestBackend checks a Backend that cannot be written, such as one reading
 // from a node, against a reference that serves the same chain.
@@ -88,8 +92,21 @@ func checkCanceled(t *testing.T, b backend.Backend, number uint64, hash backend.
 	checks := map[string]error{}
 	_, checks["ChainID"] = b.ChainID(ctx)
 	_, checks["BlockByNumber"] = b.BlockByNumber(ctx, backend.BlockNumber(number))
+	// The tags too, which a store may answer from a head or a tag it
+	// keeps in memory, and a Lender's lookups, which the handler makes
+	// rather than BlockByNumber and BlockByHash.
+	for _, tag := range []backend.BlockNumber{backend.Latest, backend.Earliest, backend.Safe, backend.Finalized, backend.Pending} {
+		_, checks["BlockByNumber("+tag.String()+")"] = b.BlockByNumber(ctx, tag)
+	}
 	_, checks["BlockByHash"] = b.BlockByHash(ctx, hash)
 	_, checks["UncleByBlockHashAndIndex"] = b.UncleByBlockHashAndIndex(ctx, hash, 0)
+	if l, ok := b.(backend.Lender); ok {
+		called := func(*backend.Block, backend.TransactionDecoder) error {
+			return errors.New("lent with a canceled context")
+		}
+		checks["LendBlockByNumber"] = l.LendBlockByNumber(ctx, backend.BlockNumber(number), called)
+		checks["LendBlockByHash"] = l.LendBlockByHash(ctx, hash, called)
+	}
 	for method, err := range checks {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a canceled context: %v, want context.Canceled", method, err)
@@ -113,6 +130,10 @@ func (c *comparer) tagsAndEdges(last uint64) {
 	}
 	c.byNumber(backend.BlockNumber(last + 1))
 	c.byHash(backend.Hash{0xde, 0xad})
+	// The pending block is not found by hash (backend.Backend).
+	if p, err := c.want.BlockByNumber(context.Background(), backend.Pending); err == nil && p.Hash != (backend.Hash{}) {
+		c.byHash(p.Hash)
+	}
 	c.chainID()
 }
 

@@ -31,9 +31,12 @@ func TestStore(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("Reorgs", func(t *testing.T) { testReorgs(t, open(t)) })
 	t.Run("GapFilled", func(t *testing.T) { testGapFilled(t, open(t)) })
 	t.Run("FirstReplaced", func(t *testing.T) { testFirstReplaced(t, open(t)) })
+	t.Run("ChildrenKept", func(t *testing.T) { testChildrenKept(t, open(t)) })
+	t.Run("DeepReorg", func(t *testing.T) { testDeepReorg(t, open(t)) })
 	t.Run("TotalDifficulty", func(t *testing.T) { testTotalDifficulty(t, open) })
 	t.Run("Refused", func(t *testing.T) { testRefused(t, open(t)) })
 	t.Run("HashOnly", func(t *testing.T) { testHashOnly(t, open(t)) })
+	t.Run("GivenBlocks", func(t *testing.T) { testGivenBlocks(t, open(t)) })
 	t.Run("TagsAndPending", func(t *testing.T) { testTagsAndPending(t, open(t)) })
 	t.Run("TagsReorganised", func(t *testing.T) { testTagsReorganised(t, open(t)) })
 	t.Run("ChainID", func(t *testing.T) { testChainID(t, open) })
@@ -264,6 +267,13 @@ func testGapFilled(t *testing.T, s Store) {
 			t.Errorf("block %d, in a gap of the chain: %v, want ErrNotFound", n, err)
 		}
 	}
+	// A tag marks a canonical block, and a number in a gap has none.
+	if err := s.SetSafe(5); err == nil {
+		t.Error("SetSafe of a number in a gap of the chain succeeded")
+	}
+	if err := s.SetFinalized(7); err == nil {
+		t.Error("SetFinalized of a number in a gap of the chain succeeded")
+	}
 	// The chain's own block 7: blocks 6 and 8 are its parent and child.
 	writeBlock(t, s, ref, a.Block(7), true)
 	if b, err := s.BlockByNumber(ctx, 8); err != nil || b.Hash != a.Block(8).Hash {
@@ -319,6 +329,13 @@ func testFirstReplaced(t *testing.T, s Store) {
 	for n := uint64(5); n <= 9; n++ {
 		write(a.Block(n), true)
 	}
+	// A tag marks a canonical block, and there is none below the first.
+	if err := s.SetSafe(3); err == nil {
+		t.Error("SetSafe of a number below the store's first block succeeded")
+	}
+	if err := s.SetFinalized(4); err == nil {
+		t.Error("SetFinalized of a number below the store's first block succeeded")
+	}
 	write(rival.Block(5), false)
 	write(rival.Block(6), false)
 	write(rival.Block(7), true)
@@ -344,6 +361,144 @@ func testFirstReplaced(t *testing.T, s Store) {
 		hashes = append(hashes, a.Block(n).Hash)
 	}
 	TestBackend(t, s, ref, hashes...)
+}
+
+// testChildrenKept replaces a canonical block under children that are
+// already canonical above it, as when a branch's blocks come before their
+// parent: "a canonical block above stays so only while each is the child
+// of the one below" (backend.Writer), so they stay. The answers are
+// compared with memstore's, written alike.
+func testChildrenKept(t *testing.T, s Store) {
+	ctx := context.Background()
+	a, rival := rivalChains(19, 8, 3)
+	src := a.Store()
+	ref := memstore.New()
+	write := func(b *backend.Block) {
+		t.Helper()
+		writeBlock(t, ref, src, b, true)
+		writeBlock(t, s, src, b, true)
+	}
+	for n := uint64(0); n <= 6; n++ {
+		write(a.Block(n))
+	}
+	write(rival.Block(6)) // its parent not stored: only block 6 is replaced
+	write(rival.Block(7))
+	write(rival.Block(5)) // replaces block 5, under its child and grandchild
+	if b, err := s.BlockByNumber(ctx, backend.Latest); err != nil || b.Hash != rival.Block(7).Hash {
+		t.Errorf("the latest block once the parent of blocks 6 and 7 replaced block 5: %v, want the rival's block 7, which stays canonical", err)
+	}
+	TestBackend(t, s, ref, a.Block(5).Hash, a.Block(6).Hash)
+}
+
+// testDeepReorg reorganises to a branch hundreds of blocks deep, written
+// as side blocks and made canonical by its head: the head's stored
+// ancestors become canonical "down to the first that already is"
+// (backend.Writer), however far down that is.
+func testDeepReorg(t *testing.T, s Store) {
+	a := chaintest.New(chaintest.Config{Seed: 23})
+	a.AddBlocks(300, nil)
+	ref := a.Store()
+	id, err := ref.ChainID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetChainID(id); err != nil { // the blocks have no transactions to tell it
+		t.Fatal(err)
+	}
+	copyChain(t, s, ref)
+	deep := a.Fork(1)
+	deep.AddBlocks(300, nil)
+	branch := make([]*backend.Block, 0, 300)
+	for b := deep.Head(); b.Number > 1; {
+		branch = append(branch, b)
+		parent, err := ref.BlockByHash(context.Background(), b.ParentHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = parent
+	}
+	for i := len(branch) - 1; i > 0; i-- {
+		writeBlock(t, s, ref, branch[i], false)
+	}
+	writeBlock(t, s, ref, branch[0], true)
+	deep.Reorg()
+	TestBackend(t, s, ref, a.Head().Hash)
+}
+
+// testGivenBlocks writes blocks and uncles given without the values a
+// store fills in (hash, size, total difficulty), and a pending block: a
+// Writer "never changes a Block or Uncle it was given", and keeps copies
+// (backend/copy.go), so that what it was given is as it was, and once
+// scribbled over, as a loader that decodes into the same values would,
+// the store still serves the chain.
+func testGivenBlocks(t *testing.T, s Store) {
+	ctx := context.Background()
+	b := buildChain(everyFork, 12)
+	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(2)(0, g) })
+	ref := b.Store()
+	type given struct {
+		what string
+		json func() []byte
+		was  string
+	}
+	var gs []given
+	keep := func(what string, json func() []byte) {
+		gs = append(gs, given{what, json, string(json())})
+	}
+	var blocks []*backend.Block
+	var uncles []*backend.Uncle
+	for n := backend.BlockNumber(0); n <= 12; n++ {
+		blk, _ := ref.BlockByNumber(ctx, n)
+		g := blk.Copy()
+		g.Hash, g.Size, g.TotalDifficulty = backend.Hash{}, 0, nil
+		var us []*backend.Uncle
+		for i, u := range unclesOf(t, ref, blk) {
+			u := u.Copy()
+			u.Hash, u.Size, u.TotalDifficulty = backend.Hash{}, 0, nil
+			us = append(us, u)
+			keep(fmt.Sprintf("uncle %d of block %d", i, n), func() []byte { return u.AppendJSON(nil) })
+		}
+		keep(fmt.Sprintf("block %d", n), func() []byte { return g.AppendJSON(nil, true) })
+		if err := s.AddBlock(g, us...); err != nil {
+			t.Fatalf("block %d: %v", n, err)
+		}
+		blocks, uncles = append(blocks, g), append(uncles, us...)
+	}
+	p, err := ref.BlockByNumber(ctx, backend.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := p.Copy()
+	keep("the pending block", func() []byte { return pending.AppendJSON(nil, true) })
+	if err := s.SetPending(pending); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gs {
+		if got := string(g.json()); got != g.was {
+			t.Errorf("%s was changed by the store it was given to:\n got  %s\n want %s", g.what, got, g.was)
+		}
+	}
+	for _, blk := range append(blocks, pending) {
+		blk.Number += 1000
+		blk.GasUsed++
+		blk.ExtraData = append(blk.ExtraData[:0], 0xba, 0xd0)
+		for i := range blk.Uncles {
+			blk.Uncles[i][0] ^= 0xff
+		}
+		for _, tx := range blk.Transactions {
+			tx.Nonce++
+			tx.Gas++
+		}
+		for i := range blk.Withdrawals {
+			blk.Withdrawals[i].Amount++
+		}
+	}
+	for _, u := range uncles {
+		u.Number += 1000
+		u.GasUsed++
+		u.ExtraData = append(u.ExtraData[:0], 0xba, 0xd0)
+	}
+	TestBackend(t, s, ref)
 }
 
 // testTotalDifficulty checks the sums a store keeps, and that it refuses
@@ -417,6 +572,17 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 	// then the genesis with its own, and the head made canonical. Each
 	// block and uncle learns its total once its parent's is known.
 	s = open(t)
+	// What readers were given before the totals were known, as they
+	// hold it: a store never modifies a Block or Uncle it has returned
+	// (backend.Backend), and gives the totals in new ones.
+	type held struct {
+		what, json string
+		get        func() []byte
+	}
+	var helds []held
+	hold := func(what string, get func() []byte) {
+		helds = append(helds, held{what, string(get()), get})
+	}
 	for n := backend.BlockNumber(12); n >= 1; n-- {
 		blk, _ := ref.BlockByNumber(ctx, n)
 		bare := blk.Copy()
@@ -430,6 +596,18 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 		if err := s.AddSideBlock(bare, uncles...); err != nil {
 			t.Fatalf("block %d without its total difficulty, its parent not stored: %v", n, err)
 		}
+		got, err := s.BlockByHash(ctx, blk.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold(fmt.Sprintf("block %d", n), func() []byte { return got.AppendJSON(nil, false) })
+		for i := range uncles {
+			u, err := s.UncleByBlockHashAndIndex(ctx, blk.Hash, uint64(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold(fmt.Sprintf("uncle %d of block %d", i, n), func() []byte { return u.AppendJSON(nil) })
+		}
 	}
 	genesis, _ := ref.BlockByNumber(ctx, 0)
 	writeBlock(t, s, ref, genesis, true)
@@ -440,6 +618,54 @@ func testTotalDifficulty(t *testing.T, open func(*testing.T) Store) {
 		t.Fatal(err)
 	}
 	TestBackend(t, s, ref)
+	for _, h := range helds {
+		if got := string(h.get()); got != h.json {
+			t.Errorf("%s, returned before its total difficulty was known, was changed since:\n got  %s\n want %s", h.what, got, h.json)
+		}
+	}
+
+	// A side branch whose blocks weigh otherwise than the canonical blocks
+	// at their numbers: a total is the parent's, found by hash, plus the
+	// block's difficulty. chaintest's proof-of-work blocks all weigh the
+	// same, and would not tell the parent from the canonical block below.
+	weighed := func(parent *backend.Block, difficulty uint64) *backend.Block {
+		b := &backend.Block{Header: backend.Header{GasLimit: 30_000_000, Difficulty: *uint256.NewInt(difficulty)}, Transactions: []*backend.Transaction{}}
+		if parent != nil {
+			b.Number, b.ParentHash = parent.Number+1, parent.Hash
+		}
+		if err := backend.Seal(b, nil); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	g := weighed(nil, 1)
+	c1 := weighed(g, 2)
+	c2 := weighed(c1, 4)
+	c3 := weighed(c2, 8)
+	s1 := weighed(g, 16)
+	s2 := weighed(s1, 32)
+	s3 := weighed(s2, 64)
+	s = open(t)
+	want := memstore.New()
+	for _, w := range []backend.Writer{want, s} {
+		for _, b := range []*backend.Block{g, c1, c2, c3} {
+			if err := w.AddBlock(b); err != nil {
+				t.Fatalf("block %d of the canonical branch: %v", b.Number, err)
+			}
+		}
+		for _, b := range []*backend.Block{s1, s2} {
+			if err := w.AddSideBlock(b); err != nil {
+				t.Fatalf("block %d of the side branch: %v", b.Number, err)
+			}
+		}
+	}
+	t.Run("SideBranchWeighed", func(t *testing.T) { TestBackend(t, s, want, s1.Hash, s2.Hash) })
+	for _, w := range []backend.Writer{want, s} {
+		if err := w.AddBlock(s3); err != nil {
+			t.Fatalf("block %d of the side branch, made canonical: %v", s3.Number, err)
+		}
+	}
+	t.Run("SideBranchWeighedCanonical", func(t *testing.T) { TestBackend(t, s, want, c1.Hash, c2.Hash, c3.Hash) })
 
 	// A total past 2^256-1, which no quantity carries, is refused, whether
 	// the parent comes first or last: wrapped round, it would be served as
@@ -615,14 +841,14 @@ func testTagsReorganised(t *testing.T, s Store) {
 	}
 	b := a.Fork(5) // blocks 6 and up replaced
 	b.AddBlocks(3, chaintest.Txs(1))
+	name := func(b *backend.Block) string {
+		if b == nil {
+			return "none"
+		}
+		return fmt.Sprintf("block %d (%s)", b.Number, b.Hash)
+	}
 	check := func(when string, wantSafe bool) {
 		t.Helper()
-		name := func(b *backend.Block) string {
-			if b == nil {
-				return "none"
-			}
-			return fmt.Sprintf("block %d (%s)", b.Number, b.Hash)
-		}
 		if got, err := s.BlockByNumber(ctx, backend.Safe); wantSafe && (err != nil || got.Hash != a.Block(10).Hash) {
 			t.Errorf("%s: safe is %s (%v), want the block marked", when, name(got), err)
 		} else if !wantSafe && !errors.Is(err, backend.ErrNotFound) {
@@ -643,6 +869,23 @@ func testTagsReorganised(t *testing.T, s Store) {
 		writeBlock(t, s, b.Store(), b.Head(), true)
 	}
 	check("once the new branch is past the number marked", false)
+
+	// Back to the first branch by its head alone, below the new branch's:
+	// the blocks marked now are replaced by the head's ancestors, not
+	// dropped above it, and a finalized block that leaves the chain is
+	// unmarked as a safe one is.
+	if err := s.SetSafe(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFinalized(7); err != nil {
+		t.Fatal(err)
+	}
+	writeBlock(t, s, a.Store(), a.Head(), true)
+	for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+		if got, err := s.BlockByNumber(ctx, tag); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("back on the first branch: %s is %s (%v), want none: the block marked left the chain", tag, name(got), err)
+		}
+	}
 }
 
 func testChainID(t *testing.T, open func(*testing.T) Store) {
@@ -668,6 +911,20 @@ func testChainID(t *testing.T, open func(*testing.T) Store) {
 	if err := s.AddBlock(other.Block(4)); err == nil {
 		t.Error("a block signed for chain 78 was added to a chain of 77")
 	}
+
+	// An id set with SetChainID is the chain's as well: a block signed
+	// for another is refused, and the id stays.
+	s = open(t)
+	if err := s.SetChainID(5); err != nil {
+		t.Fatal(err)
+	}
+	signed, _ := ref.BlockByNumber(ctx, 1)
+	if err := s.AddBlock(signed, unclesOf(t, ref, signed)...); err == nil {
+		t.Error("a block signed for chain 77 was added to a chain set to 5")
+	}
+	if id, err := s.ChainID(ctx); err != nil || id != 5 {
+		t.Errorf("ChainID after SetChainID(5) and a block signed for 77: %d, %v", id, err)
+	}
 }
 
 func testCanceled(t *testing.T, s Store) {
@@ -678,7 +935,10 @@ func testCanceled(t *testing.T, s Store) {
 }
 
 // testConcurrentReaders reads while a writer switches the chain between
-// two branches: every answer must be a whole block, the one asked for.
+// two branches, stores the blocks of a third one by one, sets the tags
+// again and sets and clears the pending block: every answer must be a
+// whole block, the one asked for, and a reorganisation is one step, seen
+// whole or not at all.
 func testConcurrentReaders(t *testing.T, s Store) {
 	ctx := context.Background()
 	cfg := everyFork
@@ -691,16 +951,106 @@ func testConcurrentReaders(t *testing.T, s Store) {
 	for n := uint64(13); n <= bb.Head().Number; n++ {
 		writeBlock(t, s, ref, bb.Block(n), false)
 	}
+	// A third branch, stored some blocks at each reorganisation: readers
+	// look blocks up while new ones are written, not only while the chain
+	// moves.
+	const perReorg = 10
+	cc := a.Fork(12).AddBlocks(perReorg*40, nil)
+	pending := a.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(1)(0, g) })
+	setTags := func() {
+		t.Helper()
+		// Below the fork, where no reorganisation here unmarks them.
+		if err := s.SetSafe(10); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetFinalized(8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTags()
 	branches := map[backend.Hash]bool{}
 	for _, br := range []*chaintest.Builder{a, bb} {
 		for n := uint64(0); n <= br.Head().Number; n++ {
 			branches[br.Block(n).Hash] = true
 		}
 	}
+	// branchOf tells the branch of a block above the fork: 0 for a's, 1
+	// for bb's.
+	branchOf := map[backend.Hash]int{}
+	for n := uint64(13); n <= 22; n++ {
+		if n <= 20 {
+			branchOf[a.Block(n).Hash] = 0
+		}
+		branchOf[bb.Block(n).Hash] = 1
+	}
+	uncleOf := a.Block(6)
+	uncle, err := s.UncleByBlockHashAndIndex(ctx, uncleOf.Hash, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID, err := ref.ChainID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// A reorganisation is one step: the latest block is one of the two
 	// heads, never a block between the fork and the head.
 	heads := map[backend.Hash]bool{a.Head().Hash: true, bb.Head().Hash: true}
+
+	// gen counts the writer's reorganisations twice, before and after
+	// each: odd while one is under way. After k of them the chain is a's
+	// for an even k, bb's for an odd one.
+	var gen atomic.Int64
+	// sweep reads the latest block, then every number above the fork, and
+	// checks that a reader sees one chain, or when a reorganisation ends
+	// during its reads the one before it and then the one after it: never
+	// the chain after it and then again the one before.
+	sweep := func() error {
+		g1 := gen.Load()
+		var seen []int
+		var what []string
+		b, err := s.BlockByNumber(ctx, backend.Latest)
+		if err == nil && !heads[b.Hash] {
+			err = fmt.Errorf("block %d (%s), not one of the two heads", b.Number, b.Hash)
+		}
+		if err != nil {
+			return fmt.Errorf("the latest block during reorganisations: %v", err)
+		}
+		seen, what = append(seen, branchOf[b.Hash]), append(what, fmt.Sprintf("latest %d", b.Number))
+		for n := uint64(13); n <= 22; n++ {
+			b, err := s.BlockByNumber(ctx, backend.BlockNumber(n))
+			switch {
+			case n > 20 && errors.Is(err, backend.ErrNotFound):
+				seen, what = append(seen, 0), append(what, fmt.Sprintf("%d none", n))
+				continue
+			case err != nil:
+				return fmt.Errorf("block %d: %v", n, err)
+			}
+			br, ok := branchOf[b.Hash]
+			if !ok || b.Number != n {
+				return fmt.Errorf("block %d: got block %d (%s)", n, b.Number, b.Hash)
+			}
+			seen, what = append(seen, br), append(what, fmt.Sprintf("%d %s", n, [...]string{"a", "bb"}[br]))
+		}
+		g2 := gen.Load()
+		k := g1 / 2
+		if g2 > 2*k+2 {
+			return nil // more than one reorganisation met: nothing to tell
+		}
+		before, after := int(k%2), int((k+1)%2)
+		switched := false
+		for i, br := range seen {
+			switch {
+			case br == after && g2 == g1 && g1%2 == 0:
+				return fmt.Errorf("no reorganisation under way, but the reads saw another chain than the one written: %v", what[:i+1])
+			case br == after:
+				switched = true
+			case br == before && switched:
+				return fmt.Errorf("a reorganisation seen in parts: the chain after it, then again the one before it: %v", what[:i+1])
+			}
+		}
+		return nil
+	}
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -715,14 +1065,14 @@ func testConcurrentReaders(t *testing.T, s Store) {
 			defer readers.Add(-1)
 			for i := 0; !stop.Load(); i++ {
 				if i%4 == 0 {
-					b, err := s.BlockByNumber(ctx, backend.Latest)
-					if err == nil && !heads[b.Hash] {
-						err = fmt.Errorf("block %d (%s), not one of the two heads", b.Number, b.Hash)
-					}
-					if err != nil {
-						errs <- fmt.Errorf("the latest block during reorganisations: %v", err)
+					if err := sweep(); err != nil {
+						errs <- err
 						return
 					}
+				}
+				if err := readOthers(ctx, s, cc[(i*3+r)%len(cc)], uncleOf.Hash, uncle.Hash, chainID, a.Block(0).Hash, a.Block(10).Hash, a.Block(8).Hash); err != nil {
+					errs <- err
+					return
 				}
 				n := backend.BlockNumber((i*7 + r) % 23)
 				b, err := s.BlockByNumber(ctx, n)
@@ -748,7 +1098,20 @@ func testConcurrentReaders(t *testing.T, s Store) {
 		if i%2 == 0 {
 			head = bb.Head()
 		}
+		gen.Add(1)
 		writeBlock(t, s, ref, head, true)
+		gen.Add(1)
+		for j, b := range cc[perReorg*i : perReorg*(i+1)] {
+			writeBlock(t, s, ref, b, false)
+			setTags()
+			p := pending
+			if j%2 == 1 {
+				p = nil
+			}
+			if err := s.SetPending(p); err != nil {
+				t.Fatal(err)
+			}
+		}
 		// Every reorganisation meets reads: a fast store would otherwise
 		// make all forty before a reader is scheduled, and check nothing.
 		at, deadline := reads.Load(), time.Now().Add(10*time.Second)
@@ -767,4 +1130,33 @@ func testConcurrentReaders(t *testing.T, s Store) {
 		t.Error(err)
 	}
 	t.Logf("%d reads during 40 reorgs", reads.Load())
+}
+
+// readOthers reads, during testConcurrentReaders' writes, what does not
+// move: the earliest block, the tags (set again and again to the same
+// blocks), the pending block (set and cleared), an uncle, the chain id
+// and a block of the third branch by hash, stored or not yet.
+func readOthers(ctx context.Context, s Store, side *backend.Block, uncleOf, uncle backend.Hash, chainID uint64, earliest, safe, finalized backend.Hash) error {
+	for tag, want := range map[backend.BlockNumber]backend.Hash{backend.Earliest: earliest, backend.Safe: safe, backend.Finalized: finalized} {
+		if b, err := s.BlockByNumber(ctx, tag); err != nil || b.Hash != want {
+			return fmt.Errorf("the %s block during reorganisations below it: %v", tag, err)
+		}
+	}
+	if b, err := s.BlockByNumber(ctx, backend.Pending); err == nil && !b.Pending {
+		return errors.New("the pending block during its writes: Pending not set")
+	} else if err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return fmt.Errorf("the pending block during its writes: %v", err)
+	}
+	if u, err := s.UncleByBlockHashAndIndex(ctx, uncleOf, 0); err != nil || u.Hash != uncle {
+		return fmt.Errorf("uncle 0 of %s during writes: %v", uncleOf, err)
+	}
+	if id, err := s.ChainID(ctx); err != nil || id != chainID {
+		return fmt.Errorf("the chain id during writes: %d, %v", id, err)
+	}
+	if b, err := s.BlockByHash(ctx, side.Hash); err == nil && b.Hash != side.Hash {
+		return fmt.Errorf("block %s by hash, written during the reads: got %s", side.Hash, b.Hash)
+	} else if err != nil && !errors.Is(err, backend.ErrNotFound) {
+		return fmt.Errorf("block %s by hash, written during the reads: %v", side.Hash, err)
+	}
+	return nil
 }
