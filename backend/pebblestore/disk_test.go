@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -611,6 +613,66 @@ func TestDiskFailsFlushes(t *testing.T) {
 		}
 	}
 	backendtest.TestBlocks(t, s, c.ref, c.hashes...)
+}
+
+// TestDiskFailsFlushAfterQuickCommit writes on a disk that fails every
+// flush, with small memory tables. A commit that fills a table has Pebble
+// schedule its flush on a goroutine that may not have begun it when the
+// next commits come, and the one that fills the next table waits in
+// Pebble for that flush, which fails. Every write must be refused, or
+// returned in doubt, and none wait for good; one used to, when commits
+// that saw no flush under way were made without watching for failures.
+// With one processor and the collector off, the flush's goroutine waits
+// for the writer's: the first store showed it.
+func TestDiskFailsFlushAfterQuickCommit(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	g := synth.New(synth.Config{Seed: 7, TxsPerBlock: 12})
+	blocks := make([]*backend.Block, 400)
+	for i := range blocks {
+		blocks[i] = g.Next()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	stores, inDoubt := 0, 0
+	for ; stores < 100 && time.Now().Before(deadline); stores++ {
+		fs, failing := failingDisk(".sst", errorfs.OpFileWrite, errorfs.OpFileWriteAt)
+		s, err := Open(t.TempDir(), &Options{fs: fs, MemTableBytes: 64 << 10, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		failing.Store(true)
+		done := make(chan error, 1)
+		var written atomic.Int64
+		go func() {
+			for _, b := range blocks {
+				if err := s.AddBlock(b); err != nil {
+					done <- err
+					return
+				}
+				written.Add(1)
+			}
+			done <- nil
+		}()
+		select {
+		case err := <-done:
+			switch {
+			case err != nil && strings.Contains(err.Error(), "waits in Pebble"):
+				inDoubt++
+			case err == nil || !strings.Contains(err.Error(), "refused"):
+				t.Fatalf("store %d: a write on a disk that fails every flush: %v", stores, err)
+			}
+			failing.Store(false)
+			s.Close() // with a write in doubt, an error: the store closes once it ends
+			continue
+		case <-time.After(5 * time.Second):
+		}
+		stuck := written.Load()
+		failing.Store(false) // the write ends, and the store can close
+		<-done
+		s.Close()
+		t.Fatalf("store %d: write %d of %d waited 5 s while the flushes failed, neither refused nor in doubt", stores, stuck, len(blocks))
+	}
+	t.Logf("%d stores, no write waited; in %d a write ended in doubt, in the others one was refused", stores, inDoubt)
 }
 
 // TestDiskFailsCompactions has the disk refuse files of more than 3 MB, as

@@ -18,8 +18,6 @@ import (
 type diskState struct {
 	log *slog.Logger
 
-	// flushing counts the flushes under way.
-	flushing atomic.Int64
 	// flushErr is why Pebble's last flush of a memory table failed, nil
 	// once one has succeeded since.
 	flushErr atomic.Pointer[error]
@@ -107,19 +105,20 @@ const flushedNothing = "pebble: empty table"
 // listener is the store's handler of Pebble's events.
 func (d *diskState) listener() *pebble.EventListener {
 	return &pebble.EventListener{
-		FlushBegin: func(pebble.FlushInfo) { d.flushing.Add(1) },
 		FlushEnd: func(info pebble.FlushInfo) {
 			if info.Err != nil && info.Err.Error() != flushedNothing {
 				d.flushErr.Store(&info.Err)
 				d.setFlushFailed(true)
-				d.flushing.Add(-1)
 				d.backOff(&d.flushFailures, flushRetryMost)
 				return
 			}
-			d.flushing.Add(-1)
 			d.flushFailures.Store(0)
-			writes := d.flushErr.Swap(nil) != nil
+			// The channel first, the error then, as a failure sets them
+			// the other way round: a closed channel always means a flush
+			// is failing, and a commit that sees one is not told it is in
+			// doubt by a flush that has just succeeded.
 			d.setFlushFailed(false)
+			writes := d.flushErr.Swap(nil) != nil
 			d.succeeded(writes)
 		},
 		CompactionEnd: func(info pebble.CompactionInfo) {

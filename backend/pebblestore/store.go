@@ -90,7 +90,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -209,9 +208,6 @@ type Store struct {
 	// database.
 	wlock chan struct{}
 	st    state
-	// inlineBatch bounds the batches that commit may commit in the
-	// writer's goroutine: a quarter of a memory table.
-	inlineBatch int
 	// genesis is st's, for Genesis, which does not wait for a writer.
 	genesis atomic.Pointer[backend.Hash]
 	// inDoubt is closed once the write left in doubt last (see commit)
@@ -284,7 +280,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("pebblestore: opening %s: %w", dir, err)
 	}
 	s := &Store{dir: dir, db: db, disk: disk, l0Stop: po.L0StopWritesThreshold, writeOpts: pebble.NoSync,
-		closeCh: make(chan struct{}), wlock: make(chan struct{}, 1), inlineBatch: int(min(o.MemTableBytes/4, math.MaxInt))}
+		closeCh: make(chan struct{}), wlock: make(chan struct{}, 1)}
 	s.gate.init()
 	cache.Ref()
 	s.cache = cache
