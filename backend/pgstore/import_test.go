@@ -162,7 +162,7 @@ func TestImportDumpNextToChain(t *testing.T) {
 	}
 	before := headVersion(t, url, schema)
 	err := importDump(w, part(theirs, 0, 8))
-	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "next to no block of the store's chain (2 to 6)") {
+	if !errors.Is(err, pgstore.ErrOtherChain) || !strings.Contains(err.Error(), "below the store's first block, 2, and not its parent") {
 		t.Errorf("another chain's dump from below the store's first block: %v, want ErrOtherChain", err)
 	}
 	if after := headVersion(t, url, schema); after != before {

@@ -398,7 +398,7 @@ func TestStorePebbleDumpNextToChain(t *testing.T) {
 	importInto(dir, chainPart(t, ours, 2, 6))
 	before := served(dir, block3)
 	_, err := runFails(t, "-store", "pebble:"+dir, "-chain", chainPart(t, theirs, 0, 8))
-	if !errors.Is(err, pebblestore.ErrOtherChain) || !strings.Contains(err.Error(), "next to no block of the store's chain (2 to 6)") {
+	if !errors.Is(err, pebblestore.ErrOtherChain) || !strings.Contains(err.Error(), "below the store's first block, 2, and not its parent") {
 		t.Errorf("another chain's dump from below the store's first block: %v, want ErrOtherChain", err)
 	}
 	if after := served(dir, block3); after != before {

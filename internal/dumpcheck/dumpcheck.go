@@ -103,11 +103,18 @@ func (c *Checker) Check(ctx context.Context, store backend.Backend, b *backend.B
 		return fmt.Errorf("%w: its block %d (%s) is not the parent of the store's block %d (%s)", c.OtherChain, b.Number, b.Hash, above.Number, above.Hash)
 	}
 	first, latest := "?", "?"
-	if blk, err := store.BlockByNumber(ctx, backend.Earliest); err == nil {
-		first = fmt.Sprint(blk.Number)
+	earliest, err := store.BlockByNumber(ctx, backend.Earliest)
+	if err == nil {
+		first = fmt.Sprint(earliest.Number)
 	}
 	if blk, err := store.BlockByNumber(ctx, backend.Latest); err == nil {
 		latest = fmt.Sprint(blk.Number)
+	}
+	if earliest != nil && b.Number < earliest.Number {
+		// Even a dump of the store's own chain that reaches its first
+		// block further on: that is known only once it does, and the
+		// blocks before would be written by then.
+		return fmt.Errorf("%w: its block %d (%s) is below the store's first block, %d, and not its parent, which could not tell it for the store's chain: a store takes older blocks than its first only from a dump that starts at that block's parent; import the whole range into a new store", c.OtherChain, b.Number, b.Hash, earliest.Number)
 	}
 	return fmt.Errorf("%w: its block %d (%s) is next to no block of the store's chain (%s to %s), which could not tell it for its own", c.OtherChain, b.Number, b.Hash, first, latest)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/blockrpc/blockrpc/backend"
@@ -50,6 +51,13 @@ func TestCheck(t *testing.T) {
 		if c.ok != (err == nil) || err != nil && !errors.Is(err, errOther) {
 			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+
+	// Below the first block and not its parent, even the store's own
+	// chain's block is refused, and the error says why and what to do.
+	err := (&Checker{OtherChain: errOther}).Check(ctx, store, ours.Block(0))
+	if want := "below the store's first block, 2, and not its parent"; err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "new store") {
+		t.Errorf("block 0 into a store whose first is block 2: %v, want it to say it is %s, and to import into a new store", err, want)
 	}
 
 	// Once a block is taken, the next of the dump follows it, whatever
