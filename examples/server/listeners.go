@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +158,9 @@ func answerLoading(w http.ResponseWriter, _ *http.Request) (int64, error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Retry-After", loadingRetryAfter)
+	// Given, as the handler gives it: the gate flushes the answer, and
+	// net/http would send it chunked.
+	h.Set("Content-Length", strconv.Itoa(len(loadingAnswer)))
 	w.WriteHeader(http.StatusServiceUnavailable)
 	n, err := io.WriteString(w, loadingAnswer)
 	return int64(n), err

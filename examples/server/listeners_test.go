@@ -111,6 +111,9 @@ func TestAnswersWhileLoading(t *testing.T) {
 		t.Errorf("a call while loading: %d, Retry-After %q, %s (%v); want 503, a Retry-After and a JSON-RPC error saying the chain loads",
 			resp.StatusCode, resp.Header.Get("Retry-After"), body, err)
 	}
+	if resp.ContentLength != int64(len(body)) {
+		t.Errorf("a call while loading: Content-Length %d for a body of %d bytes, want it given, as the handler's answers give it", resp.ContentLength, len(body))
+	}
 	// Counted as requests are once the chain is served: in the access log,
 	// as a request turned away rather than a fault, and in the metrics.
 	line := regexp.MustCompile(`level=(\w+) msg=request method=POST status=503 bytes=` + strconv.Itoa(len(body)) + ` loading=true `)
