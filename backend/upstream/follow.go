@@ -313,6 +313,17 @@ func (f *Follower) start(ctx context.Context) error {
 	}
 	f.chainID = id
 
+	// The store's finalized block, set when an endpoint gave it as
+	// finalized (by this follower before a restart, say), is not left
+	// either: without it, a follower started again would follow a branch
+	// that leaves it until its first poll that finds the store synced.
+	switch fin, err := f.store.BlockByNumber(ctx, backend.Finalized); {
+	case err == nil:
+		f.final = &ref{number: fin.Number, hash: fin.Hash}
+	case !errors.Is(err, backend.ErrNotFound):
+		return fmt.Errorf("upstream: the store's finalized block: %w", err)
+	}
+
 	// A store that holds blocks must hold the endpoint's: its first block
 	// is checked once, which spares a walk back to it, block by block,
 	// before the last one would tell.
@@ -703,7 +714,8 @@ func stripTotalDifficulty(v *verified) {
 }
 
 // updateTags sets the store's safe and finalized blocks to the endpoint's
-// when the store holds them canonical, and its pending block to the
+// when the store holds them canonical (a finalized block below the one
+// given before, or the store's, is not taken), and its pending block to the
 // endpoint's when that is built on the store's head (and clears it
 // otherwise). An endpoint that has no such tag (an error or null, as a
 // chain without a consensus client answers) leaves the store's as it is.
@@ -774,6 +786,12 @@ func (f *Follower) setTag(ctx context.Context, cl *call, tag backend.BlockNumber
 		return // not held (yet): the tag waits for the chain
 	}
 	if tag == backend.Finalized {
+		if f.final != nil && ours.Number < f.final.number {
+			// An endpoint behind on finality (a node behind a load
+			// balancer): finality does not go back, and the block given
+			// before stays the one no branch may leave.
+			return
+		}
 		f.final = &ref{number: ours.Number, hash: ours.Hash}
 	}
 	if cur, err := f.store.BlockByNumber(ctx, tag); err == nil && cur.Hash == r.Hash {
@@ -1021,17 +1039,26 @@ func (f *Follower) Progress() Progress {
 	return p
 }
 
-// rateLocked is the rate of writes since the oldest sample in the window.
+// rateLocked is the rate of writes since the last sample at or before the
+// window's start (the first one, when none is that old). It is taken
+// against now, not the last write: once nothing has been written for the
+// window, it is 0, however fast the writes before.
 func (f *Follower) rateLocked(now time.Time) float64 {
 	if len(f.samples) == 0 {
 		return 0
 	}
-	oldest := f.samples[0]
-	elapsed := now.Sub(oldest.at).Seconds()
+	base := f.samples[0]
+	for _, s := range f.samples[1:] {
+		if now.Sub(s.at) < rateWindow {
+			break
+		}
+		base = s
+	}
+	elapsed := now.Sub(base.at).Seconds()
 	if elapsed <= 0 {
 		return 0
 	}
-	return float64(f.written-oldest.written) / elapsed
+	return float64(f.written-base.written) / elapsed
 }
 
 // noteHead records a poll of the endpoint's head: its number, whether the
@@ -1057,7 +1084,12 @@ func (f *Follower) noteHeight(ctx context.Context, wrote int) {
 	if err == nil && latest != nil {
 		f.progress.Height = latest.Number
 	}
-	if len(f.samples) == 0 || now.Sub(f.samples[len(f.samples)-1].at) >= time.Second {
+	// The newest sample follows every call until a second has passed
+	// since the one before it: the count is then known as of the last
+	// write, and a stall shows as one.
+	if n := len(f.samples); n >= 2 && now.Sub(f.samples[n-2].at) < time.Second {
+		f.samples[n-1] = rateSample{at: now, written: f.written}
+	} else {
 		f.samples = append(f.samples, rateSample{at: now, written: f.written})
 	}
 	// Keep one sample at or before the window's start, so that the rate

@@ -1226,3 +1226,25 @@ func TestFollowExecutionAPIsChain(t *testing.T) {
 		return tagNumber(dst, backend.Safe) == safe && tagNumber(dst, backend.Finalized) == finalized
 	})
 }
+
+// TestFollowRateAfterStall backfills 200 blocks, then has the endpoint
+// fail every request: nothing is written any more. BlocksPerSecond is "the
+// rate at which blocks were written over about the last 10 seconds": 12 s
+// later it must be 0, not the backfill's blocks spread over the time since.
+func TestFollowRateAfterStall(t *testing.T) {
+	t.Parallel() // 12 s of waiting
+	b := chaintest.New(preMerge)
+	b.AddBlocks(200, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusBadGateway)
+		return true
+	})
+	time.Sleep(12 * time.Second)
+	if p := f.Progress(); p.BlocksPerSecond != 0 {
+		t.Errorf("nothing written for 12 s, yet Progress says %.2f blocks a second (%+v)", p.BlocksPerSecond, p)
+	}
+}
