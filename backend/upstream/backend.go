@@ -413,7 +413,13 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 	// the next is asked. In the window and above, a null may be the
 	// chain's own, after a reorganisation to a shorter one.
 	held := final || n < v.low
-	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), held, only)
+	var got *verified
+	var err error
+	if final {
+		got, err = b.fetchFinal(ctx, n, v.finalized, only)
+	} else {
+		got, err = b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), held, only)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -529,6 +535,41 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool,
 	return b.failover(ctx, fmt.Sprintf("%s %v", method, arg), known, only, func(ctx context.Context, ep *endpoint) (*verified, error) {
 		got, err := ep.fetchBlock(ctx, method, arg, b.chainID)
 		if err == nil && got != nil {
+			err = isAsked(ep, arg, got)
+		}
+		return got, err
+	})
+}
+
+// fetchFinal fetches block n, at or below the finalized block f, by
+// number, and asks in the same request for the endpoint's block at f's
+// number, which must be f: an endpoint whose last poll gave f may answer
+// from another chain since (the node of a load balancer on a branch that
+// left f), and its block n would be cached as the chain's for good.
+func (b *Backend) fetchFinal(ctx context.Context, n uint64, f *ref, only func(*endpoint) bool) (*verified, error) {
+	arg := hexutil.EncodeUint64(n)
+	return b.failover(ctx, "eth_getBlockByNumber "+arg, true, only, func(ctx context.Context, ep *endpoint) (*verified, error) {
+		fin := &call{method: "eth_getBlockByNumber", params: []any{hexutil.EncodeUint64(f.number), false}}
+		got, err := ep.fetchBlock(ctx, "eth_getBlockByNumber", arg, b.chainID, fin)
+		if err != nil {
+			return nil, err
+		}
+		if fin.err != nil {
+			return nil, fin.err
+		}
+		h, err := decodeHeader(fin.result)
+		switch {
+		case err != nil:
+			return nil, &VerifyError{Endpoint: ep.name, Block: hexutil.EncodeUint64(f.number), Err: err}
+		case h == nil || h.hash != f.hash:
+			given := "none"
+			if h != nil {
+				given = h.hash.String()
+			}
+			return nil, &VerifyError{Endpoint: ep.name, Block: arg, Err: &backend.MismatchError{
+				Field: fmt.Sprintf("block %d (finalized)", f.number), Given: given, Computed: f.hash.String() + " (finalized)"}}
+		}
+		if got != nil {
 			err = isAsked(ep, arg, got)
 		}
 		return got, err

@@ -1259,3 +1259,32 @@ func TestNewlyFinalServedFromCache(t *testing.T) {
 		t.Errorf("cached blocks finalized since the last poll not answered by number from the cache while the endpoint is down: %v", failed)
 	}
 }
+
+// TestFinalNumberFromOtherBranch has the one endpoint (an address
+// whose load balancer sends requests to several nodes) give block 20 as
+// finalized at the poll; the request for block 10 (final, not yet cached)
+// reaches a node stuck on a branch that left the chain at block 5. Its
+// block 10 must not be cached as the chain's final block 10: once the
+// address answers from the finalized chain again, block 10 is that
+// chain's.
+func TestFinalNumberFromOtherBranch(t *testing.T) {
+	a, storeA, storeB := minorityFork(t)
+	node := newFakeNode(t, storeA)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	ctx := context.Background()
+
+	node.SetStore(storeB)
+	first, err := up.BlockByNumber(ctx, 10)
+	if err == nil && first.Hash != a.Block(10).Hash {
+		t.Logf("while the address answered from the minority branch, final block 10 was served as %s (extraData %q)", first.Hash, first.ExtraData)
+	}
+	node.SetStore(storeA)
+	got, err := up.BlockByNumber(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != a.Block(10).Hash {
+		t.Fatalf("with the address back on the finalized chain, final block 10 is still %s (extraData %q), the minority branch's; want %s",
+			got.Hash, got.ExtraData, a.Block(10).Hash)
+	}
+}

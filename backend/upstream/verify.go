@@ -53,11 +53,13 @@ const maxUncles = 2
 // (eth_getBlockByHash), then for its uncles in one batch, and verifies all
 // of it against chainID (0: not known). It returns nil and no error when
 // the endpoint has no such block. The pending block is fetchPending's.
+// Calls given as also go in the same request as the block's, and are
+// filled in whenever the exchange succeeded.
 //
 // The total difficulty is left as the endpoint gave it: settling it needs
 // the parent's, which is the caller's to know.
-func (c *client) fetchBlock(ctx context.Context, method string, arg any, chainID uint64) (*verified, error) {
-	raw, err := c.fetchRaw(ctx, method, arg)
+func (c *client) fetchBlock(ctx context.Context, method string, arg any, chainID uint64, also ...*call) (*verified, error) {
+	raw, err := c.fetchRaw(ctx, method, arg, also...)
 	if raw == nil || err != nil {
 		return nil, err
 	}
@@ -85,11 +87,11 @@ func (c *client) fetchBlock(ctx context.Context, method string, arg any, chainID
 	return &verified{block: &b, uncles: uncles}, nil
 }
 
-// fetchRaw asks for one block object, with transaction objects; nil when
-// the endpoint has none.
-func (c *client) fetchRaw(ctx context.Context, method string, arg any) (json.RawMessage, error) {
+// fetchRaw asks for one block object, with transaction objects, and the
+// calls also in the same request; nil when the endpoint has no such block.
+func (c *client) fetchRaw(ctx context.Context, method string, arg any, also ...*call) (json.RawMessage, error) {
 	cl := &call{method: method, params: []any{arg, true}}
-	if err := c.do(ctx, cl); err != nil {
+	if err := c.do(ctx, append([]*call{cl}, also...)...); err != nil {
 		return nil, err
 	}
 	if cl.err != nil {
