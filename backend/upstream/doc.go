@@ -13,7 +13,12 @@
 // chain id the transactions are signed for. A block that fails is never
 // served: its endpoint is skipped for a while and the next one is asked.
 // Answers are then rendered by blockrpc from the verified values, so they
-// are go-ethereum's bytes whichever node is upstream.
+// are go-ethereum's bytes whichever node is upstream. Two things rest on
+// an endpoint's word: that a block read by number below the tracker's
+// window is the chain's at that number (the endpoint must give the
+// finalized block in the same request, but a whole block forged with a
+// hash of its own is believed), and a total difficulty it gives, which is
+// checked against its parent's from the same endpoint.
 //
 // A head tracker polls each endpoint for its latest, safe and finalized
 // blocks. Blocks are cached by hash, which makes them immutable; numbers
