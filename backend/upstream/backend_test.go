@@ -868,10 +868,16 @@ func TestTrackedHashNotDenied(t *testing.T) {
 // blocks long: a node stuck on a minority fork.
 func minorityFork(t *testing.T) (*chaintest.Builder, *memstore.Store, *memstore.Store) {
 	t.Helper()
+	return minorityForkAt(t, 5)
+}
+
+// minorityForkAt is minorityFork with branch b leaving a at block at.
+func minorityForkAt(t *testing.T, at uint64) (*chaintest.Builder, *memstore.Store, *memstore.Store) {
+	t.Helper()
 	a := chaintest.New(chaintest.Config{Seed: 41})
 	a.AddBlocks(30, chaintest.Txs(1))
-	fork := a.Fork(5)
-	fork.AddBlocks(26, func(i int, g *chaintest.BlockGen) {
+	fork := a.Fork(at)
+	fork.AddBlocks(31-int(at), func(i int, g *chaintest.BlockGen) {
 		g.SetExtraData([]byte("minority"))
 		chaintest.Txs(1)(i, g)
 	})

@@ -263,13 +263,7 @@ func TestFollowPendingFollowsHead(t *testing.T) {
 func TestFollowKeepsFinality(t *testing.T) {
 	a, storeA, storeB := minorityFork(t)
 	node := newFakeNode(t, storeA)
-	dst := memstore.New()
-	f := startFollower(t, dst, node, upstream.FollowConfig{})
-	waitSynced(t, f, dst, storeA)
-	waitFor(t, "finalized block 20 in the store", func() bool {
-		b, err := dst.BlockByNumber(context.Background(), backend.Finalized)
-		return err == nil && b.Number == 20
-	})
+	dst, f := followToFinalized(t, node, storeA)
 
 	node.SetStore(storeB)
 	waitFor(t, "the branch refused, or followed", func() bool {

@@ -7,7 +7,6 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
 	"github.com/blockrpc/blockrpc/memstore"
-	"github.com/blockrpc/blockrpc/memstore/chaintest"
 )
 
 // TestFollowFinalityAfterRestart has a follower fill a store whose block 20
@@ -19,13 +18,7 @@ import (
 func TestFollowFinalityAfterRestart(t *testing.T) {
 	a, storeA, storeB := minorityFork(t)
 	node := newFakeNode(t, storeA)
-	dst := memstore.New()
-	f := startFollower(t, dst, node, upstream.FollowConfig{})
-	waitSynced(t, f, dst, storeA)
-	waitFor(t, "finalized block 20 in the store", func() bool {
-		b, err := dst.BlockByNumber(context.Background(), backend.Finalized)
-		return err == nil && b.Number == 20
-	})
+	dst, f := followToFinalized(t, node, storeA)
 	if err := f.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,29 +43,15 @@ func TestFollowFinalityAfterRestart(t *testing.T) {
 // which the endpoint gave as finalized, must not be left, nor the store's
 // finalized block go back.
 func TestFollowFinalityNotBack(t *testing.T) {
-	a := chaintest.New(chaintest.Config{Seed: 41})
-	a.AddBlocks(30, chaintest.Txs(1))
-	fork := a.Fork(15)
-	fork.AddBlocks(26, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("minority"))
-		chaintest.Txs(1)(i, g)
-	})
-	storeA := copyStore(t, a.Store(), nil)
-	if err := storeA.SetFinalized(20); err != nil {
-		t.Fatal(err)
-	}
+	a, storeA, storeB := minorityForkAt(t, 15)
 	lagging := copyStore(t, a.Store(), nil)
 	if err := lagging.SetFinalized(10); err != nil {
 		t.Fatal(err)
 	}
-	storeB := copyBlocks(t, a.Store(), fork.Head())
 
 	node := newFakeNode(t, storeA)
-	dst := memstore.New()
-	f := startFollower(t, dst, node, upstream.FollowConfig{})
-	waitSynced(t, f, dst, storeA)
+	dst, f := followToFinalized(t, node, storeA)
 	finalized := func() int64 { return tagNumber(dst, backend.Finalized) }
-	waitFor(t, "finalized block 20 in the store", func() bool { return finalized() == 20 })
 
 	node.SetStore(lagging)
 	calls := node.Calls("eth_getBlockByNumber")
@@ -88,4 +67,15 @@ func TestFollowFinalityNotBack(t *testing.T) {
 	if b := storeBlock(t, dst, 16); b.Hash != a.Block(16).Hash {
 		t.Fatalf("block 16, below block 20 the endpoint gave as finalized, was replaced by %s (extraData %q)", b.Hash, b.ExtraData)
 	}
+}
+
+// followToFinalized starts a follower of node into a new store, and waits
+// until the store holds src with block 20 finalized.
+func followToFinalized(t *testing.T, node *fakeNode, src *memstore.Store) (*memstore.Store, *follower) {
+	t.Helper()
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, src)
+	waitFor(t, "finalized block 20 in the store", func() bool { return tagNumber(dst, backend.Finalized) == 20 })
+	return dst, f
 }
