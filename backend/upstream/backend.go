@@ -413,13 +413,11 @@ func (b *Backend) BlockByNumber(ctx context.Context, number backend.BlockNumber)
 	// the next is asked. In the window and above, a null may be the
 	// chain's own, after a reorganisation to a shorter one.
 	held := final || n < v.low
-	var got *verified
-	var err error
+	var onFinalized *ref
 	if final {
-		got, err = b.fetchFinal(ctx, n, v.finalized, only)
-	} else {
-		got, err = b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), held, only)
+		onFinalized = v.finalized
 	}
+	got, err := b.fetch(ctx, "eth_getBlockByNumber", hexutil.EncodeUint64(n), held, only, onFinalized)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +515,7 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 		}
 	}
 	return b.flight.do(ctx, flightKey{hash, known}, func(ctx context.Context) (*verified, error) {
-		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known, nil)
+		got, err := b.fetch(ctx, "eth_getBlockByHash", hash, known, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -530,10 +528,23 @@ func (b *Backend) verifiedByHash(ctx context.Context, hash backend.Hash, known b
 
 // fetch asks the endpoints in turn (those only allows, when given) for a
 // block until one gives one that verifies, with its total difficulty
-// settled.
-func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool, only func(*endpoint) bool) (*verified, error) {
+// settled. With onFinalized, the endpoint's block at its number is asked
+// for in the same request, and must be it: an endpoint whose last poll
+// gave the finalized block may answer from another chain since (the node
+// of a load balancer on a branch that left it), and a final block read by
+// number from it would be cached as the chain's for good.
+func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool, only func(*endpoint) bool, onFinalized *ref) (*verified, error) {
 	return b.failover(ctx, fmt.Sprintf("%s %v", method, arg), known, only, func(ctx context.Context, ep *endpoint) (*verified, error) {
-		got, err := ep.fetchBlock(ctx, method, arg, b.chainID)
+		var fin *call
+		var also []*call
+		if onFinalized != nil {
+			fin = &call{method: "eth_getBlockByNumber", params: []any{hexutil.EncodeUint64(onFinalized.number), false}}
+			also = append(also, fin)
+		}
+		got, err := ep.fetchBlock(ctx, method, arg, b.chainID, also...)
+		if err == nil && fin != nil {
+			err = onChainOf(ep, fin, onFinalized)
+		}
 		if err == nil && got != nil {
 			err = isAsked(ep, arg, got)
 		}
@@ -541,39 +552,25 @@ func (b *Backend) fetch(ctx context.Context, method string, arg any, known bool,
 	})
 }
 
-// fetchFinal fetches block n, at or below the finalized block f, by
-// number, and asks in the same request for the endpoint's block at f's
-// number, which must be f: an endpoint whose last poll gave f may answer
-// from another chain since (the node of a load balancer on a branch that
-// left f), and its block n would be cached as the chain's for good.
-func (b *Backend) fetchFinal(ctx context.Context, n uint64, f *ref, only func(*endpoint) bool) (*verified, error) {
-	arg := hexutil.EncodeUint64(n)
-	return b.failover(ctx, "eth_getBlockByNumber "+arg, true, only, func(ctx context.Context, ep *endpoint) (*verified, error) {
-		fin := &call{method: "eth_getBlockByNumber", params: []any{hexutil.EncodeUint64(f.number), false}}
-		got, err := ep.fetchBlock(ctx, "eth_getBlockByNumber", arg, b.chainID, fin)
-		if err != nil {
-			return nil, err
+// onChainOf checks the answer to fin, the call for the endpoint's block at
+// f's number, against f.
+func onChainOf(ep *endpoint, fin *call, f *ref) error {
+	if fin.err != nil {
+		return fin.err
+	}
+	h, err := decodeHeader(fin.result)
+	switch {
+	case err != nil:
+		return &VerifyError{Endpoint: ep.name, Block: hexutil.EncodeUint64(f.number), Err: err}
+	case h == nil || h.hash != f.hash:
+		given := "none"
+		if h != nil {
+			given = h.hash.String()
 		}
-		if fin.err != nil {
-			return nil, fin.err
-		}
-		h, err := decodeHeader(fin.result)
-		switch {
-		case err != nil:
-			return nil, &VerifyError{Endpoint: ep.name, Block: hexutil.EncodeUint64(f.number), Err: err}
-		case h == nil || h.hash != f.hash:
-			given := "none"
-			if h != nil {
-				given = h.hash.String()
-			}
-			return nil, &VerifyError{Endpoint: ep.name, Block: arg, Err: &backend.MismatchError{
-				Field: fmt.Sprintf("block %d (finalized)", f.number), Given: given, Computed: f.hash.String() + " (finalized)"}}
-		}
-		if got != nil {
-			err = isAsked(ep, arg, got)
-		}
-		return got, err
-	})
+		return &VerifyError{Endpoint: ep.name, Block: hexutil.EncodeUint64(f.number), Err: &backend.MismatchError{
+			Field: "hash of the finalized block", Given: given, Computed: f.hash.String()}}
+	}
+	return nil
 }
 
 // failover calls get with each endpoint in turn (those only allows, when
