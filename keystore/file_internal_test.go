@@ -53,6 +53,8 @@ func TestFileReadsDuringChange(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		close(release)
+		<-changed // before the test's directory goes
+		<-read
 		t.Fatal("reads waited for a change under way")
 	}
 	close(release)
