@@ -308,18 +308,15 @@ func fill(data []byte, calls []*call) error {
 		if err := json.Unmarshal(trimmed, &r); err != nil {
 			return fmt.Errorf("%w: %v", errBadAnswer, err)
 		}
-		if r.ID == nil && r.Error != nil {
-			// An error for the whole request, as for a batch refused.
-			if len(calls) > 1 && refusesBatch(r.Error) {
-				return fmt.Errorf("%w: %w", errBatchRefused, r.Error)
-			}
-			return r.Error
+		if r.ID == nil && r.Error != nil && (len(calls) == 1 || !refusesBatch(r.Error)) {
+			return r.Error // an error for the whole request
 		}
 		resps = []response{r}
 	}
 	if len(calls) > 1 && len(resps) == 1 && resps[0].Error != nil && refusesBatch(resps[0].Error) {
-		// go-ethereum answers a batch past its limit with one error,
-		// under the first call's id.
+		// A batch refused whole: one error, without an id or, as
+		// go-ethereum answers a batch past its limit, under the first
+		// call's.
 		return fmt.Errorf("%w: %w", errBatchRefused, resps[0].Error)
 	}
 	seen := make([]bool, len(calls))
