@@ -89,6 +89,10 @@ func (k *Keys) Flush(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, p := range taken {
+		// The store was given p.Minutes and may keep them (pgkeys keeps
+		// a flush whose COMMIT went unanswered, to tell what it sent):
+		// the counts kept for the next flush go to a copy.
+		p.Minutes = slices.Clone(p.Minutes)
 		if q := m.usage[id]; q != nil {
 			p.Requests += q.Requests
 			p.Errors += q.Errors

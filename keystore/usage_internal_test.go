@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,5 +54,55 @@ func TestMinutesOldestFirst(t *testing.T) {
 			t.Errorf("Usage.Minutes given to Store.Record is not oldest first with one entry a minute: %+v", ms)
 			break
 		}
+	}
+}
+
+// refusing is a Store whose Record keeps what it is given and fails.
+type refusing struct {
+	*Memory
+	got [][]Usage
+}
+
+func (r *refusing) Record(_ context.Context, u []Usage) error {
+	r.got = append(r.got, u)
+	return errors.New("connection refused")
+}
+
+// TestFailedFlushLeavesItsUsage counts requests after a flush the store
+// refused: the counts kept for the next flush must not change the usage
+// the store was given, which a store may keep (pgkeys keeps a flush whose
+// COMMIT went unanswered, to tell what it sent).
+func TestFailedFlushLeavesItsUsage(t *testing.T) {
+	ctx := context.Background()
+	store := &refusing{Memory: NewMemory()}
+	secret, key, _ := NewKey("k", 0, 0, time.Now())
+	store.Create(ctx, key)
+	k, err := Open(ctx, store, Options{Refresh: time.Hour, Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	r := blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: DigestOf(secret).String()}
+	minute := time.Now().UTC().Truncate(time.Minute)
+	for range 7 {
+		k.count(r, minute)
+	}
+	if err := k.Flush(ctx); err == nil {
+		t.Fatal("a flush the store refused succeeded")
+	}
+	for range 3 {
+		k.count(r, minute)
+	}
+	k.count(r, minute.Add(-time.Minute)) // a minute before the one given
+	if err := k.Flush(ctx); err == nil {
+		t.Fatal("a flush the store refused succeeded")
+	}
+	first := store.got[0][0]
+	if len(first.Minutes) != 1 || first.Minutes[0].Requests != 7 || !first.Minutes[0].Start.Equal(minute) {
+		t.Errorf("the minutes of the first flush, as the store was given them, became %+v; want 7 requests at %v", first.Minutes, minute)
+	}
+	second := store.got[1][0]
+	if second.Requests != 11 || len(second.Minutes) != 2 || second.Minutes[0].Requests != 1 || second.Minutes[1].Requests != 10 {
+		t.Errorf("the second flush was given %d requests, minutes %+v; want 11, 1 then 10", second.Requests, second.Minutes)
 	}
 }

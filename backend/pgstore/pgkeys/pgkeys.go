@@ -321,11 +321,22 @@ func (s *Store) Record(ctx context.Context, usage []keystore.Usage) error {
 	}
 	if err != nil {
 		if unanswered && s.doubt == nil {
-			s.doubt = &sentFlush{id: flush, usage: usage}
+			s.doubt = &sentFlush{id: flush, usage: sentCopy(usage)}
 		}
 		return fmt.Errorf("pgkeys: recording the usage of %d keys: %w", len(usage), err)
 	}
 	return nil
+}
+
+// sentCopy is a copy of usage down to its minutes, which the caller owns
+// and may change once Record returns: a flush in doubt must keep what it
+// sent.
+func sentCopy(usage []keystore.Usage) []keystore.Usage {
+	sent := slices.Clone(usage)
+	for i := range sent {
+		sent[i].Minutes = slices.Clone(sent[i].Minutes)
+	}
+	return sent
 }
 
 // without returns usage less sent, a flush recorded after all, whose

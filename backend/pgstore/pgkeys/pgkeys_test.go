@@ -445,6 +445,35 @@ func TestCommitAnswerLostThenOutage(t *testing.T) {
 	}
 }
 
+// TestCommitAnswerLostThenMoreRequests counts more requests in the same
+// minute between a flush whose COMMIT's answer was lost and the next
+// flush: the minutes, not only the totals, must count each request once.
+func TestCommitAnswerLostThenMoreRequests(t *testing.T) {
+	ctx := context.Background()
+	u := countThroughProxy(t, "lost answer, then more requests", 7)
+	u.proxy.LoseCommitAnswerThenRefuse()
+	if err := u.keys.Flush(ctx); err == nil {
+		t.Fatal("the flush whose COMMIT's answer was lost, the database then out of reach, succeeded")
+	}
+	u.proxy.Refuse(false)
+	k, err := u.store.Key(ctx, u.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		u.keys.Observer().Request(ctx, blockrpc.RequestInfo{KeyDigest: k.Digest.String(), Written: 100})
+	}
+	u.requests += 3
+	if err := u.keys.Flush(ctx); err != nil {
+		t.Fatalf("the flush after the outage: %v", err)
+	}
+	u.check(t, "a flush that failed not knowing, more requests, then another flush")
+	minutes, err := open(t, u.direct).Minutes(ctx, u.id, time.Time{})
+	if sum := sumRequests(minutes); err != nil || sum != u.requests {
+		t.Errorf("the minutes count %d requests (%v), want %d", sum, err, u.requests)
+	}
+}
+
 // TestCommitAnswerHeld is TestCommitAnswerLost with the flush's context
 // ending while it waits for the COMMIT's answer: the flush was committed,
 // and the next one must not count it again.
