@@ -40,14 +40,14 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 	start := skipSpace(body, 0)
 	if start == len(body) {
 		*out = appendError(*out, nil, codeParseError, "parse error")
-		a.errors = 1
+		a.errors, a.bare = 1, true
 		return
 	}
 	// valueEnd only scans, so the span it finds is checked before use.
 	end := valueEnd(body, start)
 	if !json.Valid(body[start:end]) {
 		*out = appendError(*out, nil, codeParseError, "parse error")
-		a.errors = 1
+		a.errors, a.bare = 1, true
 		return
 	}
 	body = body[start:end]
@@ -73,10 +73,10 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 	switch {
 	case count == 0:
 		*out = appendError(*out, nil, codeInvalidRequest, "empty batch")
-		a.errors = 1
+		a.errors, a.bare = 1, true
 	case len(elements) < count:
 		*out = h.refuseBatch(body, *out, codeInvalidRequest, "batch too large")
-		a.errors = 1
+		a.errors, a.bare = 1, true
 	case h.allow(ctx, a, c, body, count):
 		h.batch(ctx, body, elements, a)
 	}

@@ -365,3 +365,34 @@ func TestResponseLimitSkipsErrors(t *testing.T) {
 		t.Errorf("answer 3 = %s %+v, want \"0x1\"", a.Result, a.Error)
 	}
 }
+
+// TestAnswerEnds checks the last byte of each kind of answer against
+// go-ethereum's: a newline after the answer to a call or a batch of calls
+// (its json.Encoder), none after an error answered to the request as a
+// whole (its json.Marshal).
+func TestAnswerEnds(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	byNumber := func(id, number string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"eth_getBlockByNumber","params":["` + number + `",false]}`
+	}
+	tooLarge := "[" + strings.Repeat(byNumber("1", "0x0")+",", blockrpc.DefaultBatchLimit) + byNumber("1", "0x0") + "]"
+	for _, tc := range []struct {
+		name, body string
+		newline    bool
+	}{
+		{"a parse error", `{"jsonrpc":"2.0",`, false},
+		{"an empty body", ``, false},
+		{"an empty batch", `[]`, false},
+		{"a batch too large", tooLarge, false},
+		{"a call", byNumber("1", "0x0"), true},
+		{"a call's error", `{"jsonrpc":"2.0","id":1,"method":"eth_noSuchMethod"}`, true},
+		{"an invalid call", `{"jsonrpc":"1.0","id":1,"method":"eth_chainId"}`, true},
+		{"a batch", "[" + byNumber("1", "0x0") + "," + byNumber("2", "0x1") + "]", true},
+		{"a batch of invalid calls", `[1,2]`, true},
+	} {
+		_, out := post(t, srv, tc.body)
+		if ends := strings.HasSuffix(string(out), "\n"); ends != tc.newline {
+			t.Errorf("%s: the answer ends with a newline: %v, want %v: %q", tc.name, ends, tc.newline, out)
+		}
+	}
+}

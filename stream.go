@@ -45,6 +45,10 @@ type answerWriter struct {
 	share      *keyShare    // the key's share of the backlog; nil without one
 	bodyHeld   int64        // the request body's bytes counted in it
 	shared     sharedResult // a cached result the single answer refers to
+	// bare is set for an error answered to the request as a whole (a
+	// parse error, an empty or too large batch), which go-ethereum writes
+	// without the newline that ends its other answers.
+	bare bool
 }
 
 // answerWriters are pooled: one serves every request, and its gzip stream
@@ -215,8 +219,10 @@ func (a *answerWriter) writeWhole(out []byte) {
 		a.w.WriteHeader(http.StatusOK)
 		return
 	}
-	out = append(out, '\n')
-	*a.buf = out // the newline may have grown it
+	if !a.bare {
+		out = append(out, '\n')
+		*a.buf = out // the newline may have grown it
+	}
 	shared := a.shared.json
 	if a.h.cfg.gzip {
 		header.Add("Vary", "Accept-Encoding")

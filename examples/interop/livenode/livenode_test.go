@@ -82,6 +82,7 @@ func TestAnswersMatchALiveNode(t *testing.T) {
 	c.same("eth_chainId")
 	c.same("eth_getBlockByNumber", hexutil.EncodeUint64(head+100), true)
 	c.samePending(store)
+	c.sameEnvelopes()
 
 	t.Logf("%d blocks mined by geth with %d transactions (types %v), %d answers compared byte for byte", head+1, d.sent, d.types(), c.compared)
 }
@@ -348,6 +349,65 @@ func (c *comparer) same(method string, params ...any) {
 		c.t.Errorf("%s%v differs from geth at byte %d:\n geth %s\n ours %s", method, params, firstDifference(got, want), want, got)
 	}
 	c.compared++
+}
+
+// sameEnvelopes posts requests that fail or succeed as a whole, whose
+// answers have no block in them, and compares the whole answers, their
+// last byte included: go-ethereum ends an answer to a call with a newline
+// and an error answered to the request as a whole without one.
+func (c *comparer) sameEnvelopes() {
+	c.t.Helper()
+	var tooLarge strings.Builder
+	tooLarge.WriteString("[")
+	for i := range blockrpc.DefaultBatchLimit + 1 {
+		if i > 0 {
+			tooLarge.WriteString(",")
+		}
+		fmt.Fprintf(&tooLarge, `{"jsonrpc":"2.0","id":%d,"method":"eth_chainId"}`, i+7)
+	}
+	tooLarge.WriteString("]")
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"`,
+		`[]`,
+		tooLarge.String(),
+		`{"jsonrpc":"2.0","id":"a","method":"eth_chainId"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber"}]`,
+		`{"jsonrpc":"2.0","id":1,"method":"eth_noSuchMethod"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0xnot",true]}`,
+	} {
+		want, got := c.post(c.geth.URL, body), c.post(c.ours, body)
+		if !bytes.Equal(got, want) {
+			shown := body
+			if len(shown) > 80 {
+				shown = shown[:80] + "..."
+			}
+			c.t.Errorf("%s: the answer differs from geth's at byte %d:\n geth %q\n ours %q", shown, firstDifference(got, want), want, got)
+		}
+		c.compared++
+	}
+}
+
+// post sends body as it is and returns the answer's body.
+func (c *comparer) post(url, body string) []byte {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("%s: HTTP %d: %s", url, resp.StatusCode, answer)
+	}
+	return answer
 }
 
 func (c *comparer) gethResult(method string, params ...any) json.RawMessage {
