@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -52,9 +53,14 @@ type fileKey struct {
 }
 
 // OpenFile opens the store kept at path, and starts an empty one when
-// there is no file there yet (the directory must exist).
+// there is no file there yet (the directory must exist). A file whose keys
+// break the rules a Store keeps (an id or a digest held twice, a label or
+// a limit that Create would refuse) is refused, not served in part.
 func OpenFile(path string) (*File, error) {
 	f := &File{path: path}
+	// Only one process writes the file, so any temporary file beside it
+	// is one a crash left mid-save.
+	removeTemporaries(path)
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -69,16 +75,21 @@ func OpenFile(path string) (*File, error) {
 	if c.Format != fileFormat {
 		return nil, fmt.Errorf("keystore: %s has format %d, this version reads %d", path, c.Format, fileFormat)
 	}
+	ids, digests := make(map[string]bool, len(c.Keys)), make(map[Digest]bool, len(c.Keys))
 	for _, fk := range c.Keys {
-		d, err := ParseDigest(fk.Digest)
-		if err != nil || fk.ID == "" {
-			return nil, fmt.Errorf("keystore: %s: key %q is damaged", path, fk.ID)
+		k, err := fk.key()
+		switch {
+		case err != nil:
+		case ids[k.ID]:
+			err = errors.New("its id is held twice")
+		case digests[k.Digest]:
+			err = errors.New("its digest is held twice")
 		}
-		f.t.keys = append(f.t.keys, Key{
-			ID: fk.ID, Digest: d, Label: fk.Label, Rate: fk.Rate, Burst: fk.Burst,
-			Created: fk.Created, Revoked: fk.Revoked,
-			Used: Totals{Requests: fk.Requests, Errors: fk.Errors, Bytes: fk.Bytes, LastUsed: fk.LastUsed},
-		})
+		if err != nil {
+			return nil, fmt.Errorf("keystore: %s: key %q is damaged: %w", path, fk.ID, err)
+		}
+		ids[k.ID], digests[k.Digest] = true, true
+		f.t.keys = append(f.t.keys, k)
 	}
 	f.t.minutes = make(map[string][]Minute, len(c.Minutes))
 	for id, ms := range c.Minutes {
@@ -88,6 +99,44 @@ func OpenFile(path string) (*File, error) {
 		slices.SortFunc(f.t.minutes[id], func(a, b Minute) int { return a.Start.Compare(b.Start) })
 	}
 	return f, nil
+}
+
+// key is the key fk holds, its values checked as Create checks them.
+func (fk fileKey) key() (Key, error) {
+	if fk.ID == "" {
+		return Key{}, errors.New("it has no id")
+	}
+	d, err := ParseDigest(fk.Digest)
+	if err != nil {
+		return Key{}, err
+	}
+	label, err := CheckLabel(fk.Label)
+	if err != nil {
+		return Key{}, err
+	}
+	rate, burst, err := CheckLimit(fk.Rate, fk.Burst)
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{
+		ID: fk.ID, Digest: d, Label: label, Rate: rate, Burst: burst,
+		Created: fk.Created, Revoked: fk.Revoked,
+		Used: Totals{Requests: fk.Requests, Errors: fk.Errors, Bytes: fk.Bytes, LastUsed: fk.LastUsed},
+	}, nil
+}
+
+// removeTemporaries removes the files save makes beside the store's
+// (os.CreateTemp's name: the pattern's star a decimal number).
+func removeTemporaries(path string) {
+	prefix := filepath.Base(path) + "."
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		rest, isOurs := strings.CutPrefix(e.Name(), prefix)
+		number, isTemporary := strings.CutSuffix(rest, ".tmp")
+		if isOurs && isTemporary && number != "" && strings.Trim(number, "0123456789") == "" && e.Type().IsRegular() {
+			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
+		}
+	}
 }
 
 // save writes t to a new file beside the store's, syncs it, and renames

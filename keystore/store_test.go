@@ -2,9 +2,12 @@ package keystore_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +125,74 @@ func TestNewKey(t *testing.T) {
 	} {
 		if _, _, err := keystore.NewKey(tc.label, tc.rate, tc.burst, time.Now()); err == nil {
 			t.Errorf("NewKey(%q, %v, %d): no error", tc.label, tc.rate, tc.burst)
+		}
+	}
+}
+
+// TestFileRefusesBrokenRules opens files whose keys break the rules a
+// Store keeps, as a hand edit may leave them: each is refused, and left as
+// it was. A key held twice under one id could not be revoked.
+func TestFileRefusesBrokenRules(t *testing.T) {
+	a, b := keystore.DigestOf("a").String(), keystore.DigestOf("b").String()
+	key := func(id, digest, extra string) string {
+		return `{"id":"` + id + `","sha256":"` + digest + `","label":"x","created":"2026-01-01T00:00:00Z"` + extra + `}`
+	}
+	for name, keys := range map[string]string{
+		"an id held twice":       key("k1", a, "") + "," + key("k1", b, ""),
+		"a digest held twice":    key("k1", a, "") + "," + key("k2", a, ""),
+		"a burst without a rate": key("k1", a, `,"burst":3`),
+		"a negative rate":        key("k1", a, `,"rate":-1,"burst":1`),
+		"a burst past MaxBurst":  key("k1", a, `,"rate":1,"burst":2000000`),
+		"a label with a control": key("k1", a, `,"label":"a\u0007b"`),
+		"a key without an id":    key("", a, ""),
+	} {
+		path := filepath.Join(t.TempDir(), "keys.json")
+		content := `{"format":1,"keys":[` + keys + `]}`
+		os.WriteFile(path, []byte(content), 0o600)
+		if _, err := keystore.OpenFile(path); err == nil || !strings.Contains(err.Error(), "damaged") {
+			t.Errorf("%s: opened (%v)", name, err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != content {
+			t.Errorf("%s: the file was changed", name)
+		}
+	}
+	// A rate without its burst takes the default burst, as Create gives it.
+	path := filepath.Join(t.TempDir(), "keys.json")
+	os.WriteFile(path, []byte(`{"format":1,"keys":[`+key("k1", a, `,"rate":2.5`)+`]}`), 0o600)
+	f, err := keystore.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := f.Key(context.Background(), "k1"); err != nil || k.Rate != 2.5 || k.Burst != 3 {
+		t.Errorf("a rate of 2.5 without a burst: %+v, %v; want a burst of 3", k, err)
+	}
+}
+
+// TestFileRemovesTemporaries opens a store beside the temporary files
+// that saves cut short by a crash leave: they are removed, and files of
+// other names are not.
+func TestFileRemovesTemporaries(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys.json")
+	if _, err := keystore.OpenFile(path); err != nil {
+		t.Fatal(err)
+	}
+	left := []string{"keys.json.123456.tmp", "keys.json.7.tmp"}
+	kept := []string{"keys.json.backup.tmp", "keys.json..tmp", "123.tmp", "other.json.5.tmp", "keys.json.5"}
+	for _, name := range slices.Concat(left, kept) {
+		os.WriteFile(filepath.Join(dir, name), []byte(`{"format":1,"keys":[`), 0o600)
+	}
+	if _, err := keystore.OpenFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range left {
+		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s, left by a save cut short, is still there (%v)", name, err)
+		}
+	}
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("%s, not the store's, was removed: %v", name, err)
 		}
 	}
 }
