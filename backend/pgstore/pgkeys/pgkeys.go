@@ -18,10 +18,10 @@
 // creation and revocation times and usage totals; blockrpc_key_minutes its
 // counts by minute, of the last day (keystore.History);
 // blockrpc_key_flushes the ids of the flushes of usage recorded in the
-// last hour, so that a flush sent again after a lost answer counts once,
+// last day, so that a flush sent again after a lost answer counts once,
 // and one whose answer was lost and whose tries then all failed is asked
 // about by the next flush, which leaves its counts out if it was
-// recorded.
+// recorded (a flush in doubt for more than a day is counted again).
 // Processes that open the store at once migrate it once, one after the
 // other, serialised by a lock on the version row; a database migrated by a
 // newer pgkeys is refused with ErrNewerSchema.
@@ -258,7 +258,7 @@ func (s *Store) Revoke(ctx context.Context, id string, at time.Time) (keystore.K
 // (keystore.Keys keeps the counts) does not count twice. A flush whose
 // COMMIT went unanswered (the connection lost on the way) is sent again
 // at once under the id it was first sent with, which the database keeps
-// for an hour: a second copy of a flush that was committed adds nothing,
+// for a day: a second copy of a flush that was committed adds nothing,
 // and waits for the first to end when it is still being committed. When
 // ctx ends while the COMMIT's answer is awaited, Record asks the database
 // whether it was committed, for up to 5 s past ctx's end, and returns nil
@@ -429,8 +429,11 @@ func (s *Store) committed(ctx context.Context, flush []byte) (bool, error) {
 var errGiveBack = errors.New("pgkeys: the flush's id given back")
 
 // flushMemory is how long the ids of recorded flushes are kept: far
-// longer than Record takes to send a flush again.
-const flushMemory = time.Hour
+// longer than Record takes to send a flush again, and as long as Keys
+// keeps a flush's minutes, for a process whose flush went unanswered and
+// whose database then stayed out of its reach for hours while other
+// processes recorded theirs (each of which forgets the older ids).
+const flushMemory = keystore.History
 
 // record writes usage, sorted by id, in tx, unless the flush of that id
 // was written already, when it returns errRecorded.

@@ -445,6 +445,34 @@ func TestCommitAnswerLostThenOutage(t *testing.T) {
 	}
 }
 
+// TestCommitAnswerLostForHours asks about a flush in doubt 23 hours after
+// it was sent, other processes having recorded flushes meanwhile (each of
+// which forgets the ids of flushes older than the store remembers): a
+// process whose database was out of its reach that long still counts
+// each request once.
+func TestCommitAnswerLostForHours(t *testing.T) {
+	ctx := context.Background()
+	u := countThroughProxy(t, "lost answer, then a long outage", 7)
+	u.proxy.LoseCommitAnswerThenRefuse()
+	if err := u.keys.Flush(ctx); err == nil {
+		t.Fatal("the flush whose COMMIT's answer was lost, the database then out of reach, succeeded")
+	}
+	execSQL(t, u.direct, `UPDATE blockrpc_key_flushes SET recorded = recorded - INTERVAL '23 hours'`)
+	other := open(t, u.direct)
+	_, k, _ := keystore.NewKey("another process's", 0, 0, time.Now())
+	if err := other.Create(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Record(ctx, []keystore.Usage{{ID: k.ID, Totals: keystore.Totals{Requests: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	u.proxy.Refuse(false)
+	if err := u.keys.Flush(ctx); err != nil {
+		t.Fatalf("the flush after the outage: %v", err)
+	}
+	u.check(t, "a flush in doubt for 23 hours, then another")
+}
+
 // TestCommitAnswerLostThenMoreRequests counts more requests in the same
 // minute between a flush whose COMMIT's answer was lost and the next
 // flush: the minutes, not only the totals, must count each request once.
