@@ -110,19 +110,12 @@ func (fk fileKey) key() (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	label, err := CheckLabel(fk.Label)
-	if err != nil {
-		return Key{}, err
-	}
-	rate, burst, err := CheckLimit(fk.Rate, fk.Burst)
-	if err != nil {
-		return Key{}, err
-	}
-	return Key{
-		ID: fk.ID, Digest: d, Label: label, Rate: rate, Burst: burst,
+	k := Key{
+		ID: fk.ID, Digest: d, Label: fk.Label, Rate: fk.Rate, Burst: fk.Burst,
 		Created: fk.Created, Revoked: fk.Revoked,
 		Used: Totals{Requests: fk.Requests, Errors: fk.Errors, Bytes: fk.Bytes, LastUsed: fk.LastUsed},
-	}, nil
+	}
+	return k, k.Check()
 }
 
 // removeTemporaries removes the files save makes beside the store's

@@ -37,6 +37,23 @@ type Key struct {
 	Used Totals
 }
 
+// Check checks k's label and limit as NewKey does (CheckLabel,
+// CheckLimit): it trims the label's spaces and gives a rate without a
+// burst its default burst. Store.Create checks a key so before it stores
+// it.
+func (k *Key) Check() error {
+	label, err := CheckLabel(k.Label)
+	if err != nil {
+		return err
+	}
+	rate, burst, err := CheckLimit(k.Rate, k.Burst)
+	if err != nil {
+		return err
+	}
+	k.Label, k.Rate, k.Burst = label, rate, burst
+	return nil
+}
+
 // Totals are a key's usage since it was made.
 type Totals struct {
 	// Requests counts the HTTP requests made with the key and accepted,

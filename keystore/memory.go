@@ -78,6 +78,9 @@ func (t *table) find(id string) int {
 }
 
 func (t *table) create(k Key) error {
+	if err := k.Check(); err != nil {
+		return err
+	}
 	if slices.ContainsFunc(t.keys, func(o Key) bool { return o.ID == k.ID || o.Digest == k.Digest }) {
 		return ErrExists
 	}
@@ -160,6 +163,11 @@ func mergeMinutes(have, more []Minute, horizon time.Time) []Minute {
 func (t *table) since(id string, since time.Time) ([]Minute, error) {
 	if t.find(id) < 0 {
 		return nil, ErrNotFound
+	}
+	// Minutes are dropped as usage is recorded: those of a key unused
+	// for a day, or read from a file, may be older.
+	if horizon := time.Now().Add(-History); since.Before(horizon) {
+		since = horizon
 	}
 	have := t.minutes[id]
 	i, _ := slices.BinarySearchFunc(have, since, func(h Minute, t time.Time) int { return h.Start.Compare(t) })

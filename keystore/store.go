@@ -13,8 +13,9 @@ import (
 // backend/pgstore/pgkeys) is consistent across them: what one process
 // wrote, the next read of any process sees.
 type Store interface {
-	// Create stores a new key. It fails with ErrExists when a key with
-	// its id or its digest is stored already.
+	// Create stores a new key, checked first (Key.Check), and fails with
+	// its error when the check does. It fails with ErrExists when a key
+	// with its id or its digest is stored already.
 	Create(ctx context.Context, k Key) error
 	// Key returns the key with the given id, or ErrNotFound.
 	Key(ctx context.Context, id string) (Key, error)
@@ -34,7 +35,8 @@ type Store interface {
 	// meanwhile) is dropped; minutes older than a day may be.
 	Record(ctx context.Context, usage []Usage) error
 	// Minutes returns a key's per-minute counts from since on, oldest
-	// first: the minutes in which it was used, of the last day at most.
+	// first: the minutes in which it was used, of the last day at most
+	// (History), however long ago since is.
 	Minutes(ctx context.Context, id string, since time.Time) ([]Minute, error)
 }
 

@@ -3,6 +3,7 @@ package keystore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -194,5 +195,21 @@ func TestFileRemovesTemporaries(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s, not the store's, was removed: %v", name, err)
 		}
+	}
+}
+
+// TestFileMinutesOfTheLastDay opens a file holding a minute counted two
+// days ago: Minutes gives the last day's only.
+func TestFileMinutesOfTheLastDay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.json")
+	old, recent := time.Now().Add(-48*time.Hour).Unix()/60, time.Now().Unix()/60
+	os.WriteFile(path, []byte(fmt.Sprintf(`{"format":1,"keys":[{"id":"k1","sha256":"%s","label":"x","created":"2026-01-01T00:00:00Z"}],
+		"minutes":{"k1":[[%d,5,1],[%d,2,0]]}}`, keystore.DigestOf("a"), old, recent)), 0o600)
+	f, err := keystore.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Minutes(context.Background(), "k1", time.Time{}); err != nil || len(got) != 1 || got[0].Requests != 2 {
+		t.Errorf("Minutes: %+v, %v; want the last day's: 2 requests", got, err)
 	}
 }

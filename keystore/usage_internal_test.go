@@ -106,3 +106,21 @@ func TestFailedFlushLeavesItsUsage(t *testing.T) {
 		t.Errorf("the second flush was given %d requests, minutes %+v; want 11, 1 then 10", second.Requests, second.Minutes)
 	}
 }
+
+// TestMinutesOfTheLastDay reads the minutes of a key that were counted
+// more than a day ago and not dropped since, as those of a key unused for
+// a day are: Minutes gives the last day's only, as Store.Minutes says.
+func TestMinutesOfTheLastDay(t *testing.T) {
+	ctx := context.Background()
+	_, key, _ := NewKey("k", 0, 0, time.Now())
+	recent := time.Now().UTC().Truncate(time.Minute)
+	old := recent.Add(-History - time.Hour)
+	m := NewMemory()
+	m.Create(ctx, key)
+	m.t.minutes = map[string][]Minute{key.ID: {{Start: old, Requests: 5}, {Start: recent, Requests: 2}}}
+	for _, since := range []time.Time{{}, old} {
+		if got, err := m.Minutes(ctx, key.ID, since); err != nil || len(got) != 1 || !got[0].Start.Equal(recent) {
+			t.Errorf("Minutes since %v: %+v, %v; want the last day's, 2 requests at %v", since, got, err, recent)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,8 +116,33 @@ func createAndRead(t *testing.T, s keystore.Store) {
 	if err := s.Create(ctx, dupDigest); !errors.Is(err, keystore.ErrExists) {
 		t.Errorf("Create with a digest taken: %v, want ErrExists", err)
 	}
+	// Create checks a key as NewKey does, whoever made it.
+	_, bad := newKey(t, "bad", 0, 0)
+	for name, change := range map[string]func(k *keystore.Key){
+		"a label too long":       func(k *keystore.Key) { k.Label = strings.Repeat("x", keystore.MaxLabel+1) },
+		"a label with a control": func(k *keystore.Key) { k.Label = "a\tb" },
+		"a negative rate":        func(k *keystore.Key) { k.Rate, k.Burst = -1, 1 },
+		"a burst without a rate": func(k *keystore.Key) { k.Burst = 3 },
+	} {
+		k := bad
+		change(&k)
+		if err := s.Create(ctx, k); !errors.Is(err, keystore.ErrLabel) && !errors.Is(err, keystore.ErrLimit) {
+			t.Errorf("Create with %s: %v, want ErrLabel or ErrLimit", name, err)
+		}
+	}
 	if keys, _ := s.Keys(ctx); len(keys) != 3 {
-		t.Errorf("after two refused creations: %d keys, want 3", len(keys))
+		t.Errorf("after six refused creations: %d keys, want 3", len(keys))
+	}
+	_, c := newKey(t, "x", 0, 0)
+	c.Label, c.Rate, c.Burst = "  padded  ", 2.5, 0
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatalf("Create with a rate and no burst: %v", err)
+	}
+	c.Label, c.Burst = "padded", 3
+	if got, err := s.Key(ctx, c.ID); err != nil {
+		t.Error(err)
+	} else {
+		same(t, "a key created with its label padded, and a rate without a burst", got, c)
 	}
 }
 

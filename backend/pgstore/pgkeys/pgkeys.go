@@ -136,6 +136,9 @@ func (s *Store) Create(ctx context.Context, k keystore.Key) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := k.Check(); err != nil {
+		return err
+	}
 	// ON CONFLICT DO NOTHING covers both the id and the digest, and tells a
 	// key stored already by the rows written rather than by an error that
 	// would abort a transaction.
