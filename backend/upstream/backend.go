@@ -82,7 +82,9 @@ var errWrongChain = errors.New("endpoint serves another chain")
 
 // Open checks the configuration, learns the chain id and the head from the
 // endpoints, and starts the head tracker. It fails when no endpoint
-// answers within ctx, or the endpoints disagree on the chain.
+// answers within ctx. The chain is that of the first endpoint, in the
+// order given, that answers; an endpoint that reports another chain is
+// logged, reported unhealthy, and never used.
 func Open(ctx context.Context, cfg Config) (*Backend, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("upstream: no endpoint given")
