@@ -20,6 +20,23 @@ func (r *recording) Record(ctx context.Context, u []Usage) error {
 	return r.Memory.Record(ctx, u)
 }
 
+// countOneKey opens Keys over store, with a new key in it, flushed only
+// when told to, and returns them and a request made with the key.
+func countOneKey(t *testing.T, store Store) (*Keys, blockrpc.RequestInfo) {
+	t.Helper()
+	ctx := context.Background()
+	secret, key, _ := NewKey("k", 0, 0, time.Now())
+	if err := store.Create(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	k, err := Open(ctx, store, Options{Refresh: time.Hour, Flush: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return k, blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: DigestOf(secret).String()}
+}
+
 // TestMinutesOldestFirst counts requests of one key that read the clock
 // on either side of a minute's start in the order opposite to it, as two
 // goroutines may: the minutes a Store is given are oldest first, one entry
@@ -27,14 +44,7 @@ func (r *recording) Record(ctx context.Context, u []Usage) error {
 func TestMinutesOldestFirst(t *testing.T) {
 	ctx := context.Background()
 	store := &recording{Memory: NewMemory()}
-	secret, key, _ := NewKey("k", 0, 0, time.Now())
-	store.Create(ctx, key)
-	k, err := Open(ctx, store, Options{Refresh: time.Hour, Flush: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	r := blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: DigestOf(secret).String()}
+	k, r := countOneKey(t, store)
 	m := time.Now().UTC().Truncate(time.Minute)
 	before, after := m.Add(-time.Millisecond), m.Add(time.Millisecond)
 	// The goroutine that read `after` takes the lock first.
@@ -75,14 +85,7 @@ func (r *refusing) Record(_ context.Context, u []Usage) error {
 func TestFailedFlushLeavesItsUsage(t *testing.T) {
 	ctx := context.Background()
 	store := &refusing{Memory: NewMemory()}
-	secret, key, _ := NewKey("k", 0, 0, time.Now())
-	store.Create(ctx, key)
-	k, err := Open(ctx, store, Options{Refresh: time.Hour, Flush: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	r := blockrpc.RequestInfo{Status: 200, Calls: 1, KeyDigest: DigestOf(secret).String()}
+	k, r := countOneKey(t, store)
 	minute := time.Now().UTC().Truncate(time.Minute)
 	for range 7 {
 		k.count(r, minute)
