@@ -329,3 +329,19 @@ func firstDifferentLine(got, want []byte) (int, string, string) {
 		}
 	}
 }
+
+// TestSaveLeavesOutNoUncles writes a block without uncles with no "uncles"
+// member, as the format allows, and one with uncles with them.
+func TestSaveLeavesOutNoUncles(t *testing.T) {
+	s := memstore.New()
+	g := add(t, s, genesis())
+	add(t, s, childOf(g, "with an uncle"), uncleOf(g, "uncle"))
+	var buf bytes.Buffer
+	if err := s.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], `},"uncles":`) || !strings.Contains(lines[1], `},"uncles":[{`) {
+		t.Errorf("Save wrote, for the genesis without uncles and a block with one:\n%s", buf.String())
+	}
+}

@@ -221,3 +221,96 @@ func TestLoadIntoAnyWriter(t *testing.T) {
 		t.Errorf("the summary of a load into a writer:\n%s", logs.String())
 	}
 }
+
+// TestLoaderLogsOnlyRealDisorder loads a dump whose lines are in order but
+// for a block replaced at its own number, as a reorganisation writes it: no
+// line is out of order. A line marked "canonical": true counts as any
+// canonical line, and a dump that starts above the genesis has the total
+// difficulties above its first hole unknown, none below.
+func TestLoaderLogsOnlyRealDisorder(t *testing.T) {
+	scratch := memstore.New()
+	g := add(t, scratch, genesis())
+	chain := addChain(t, scratch, g, 3, "m")
+	b2 := add(t, scratch, childOf(chain[0], "b2"))
+	var logs bytes.Buffer
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	dump := strings.Join([]string{dumpLine(g), dumpLine(chain[0]), dumpLine(chain[1]), dumpLine(b2)}, "\n")
+	if _, err := l.Load(strings.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "out of order") {
+		t.Errorf("a block replaced at its own number is logged out of order:\n%s", logs.String())
+	}
+
+	logs.Reset()
+	marked := strings.TrimSuffix(dumpLine(chain[0]), "}") + `,"canonical":true}`
+	dump = strings.Join([]string{dumpLine(g), dumpLine(chain[0]), dumpLine(chain[1]), marked}, "\n")
+	if _, err := l.Load(strings.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	if want := `count=1 first_line=4`; !strings.Contains(logs.String(), want) {
+		t.Errorf("a line marked canonical below the previous one: the log does not say %s:\n%s", want, logs.String())
+	}
+
+	logs.Reset()
+	line := func(b *backend.Block) string {
+		b = b.Copy()
+		b.TotalDifficulty = nil
+		return dumpLine(b)
+	}
+	dump = strings.Join([]string{line(chain[0]), line(chain[1]), line(add(t, scratch, childOf(chain[2], "m4")))}, "\n")
+	if _, err := l.Load(strings.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	if want := `missing=1 ranges=3 unknown_total_difficulty=1`; !strings.Contains(logs.String(), want) {
+		t.Errorf("a dump from block 1 with block 3 missing: the log does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// TestLoaderBoundsItsDuplicates keeps the list of repeated lines to ten.
+func TestLoaderBoundsItsDuplicates(t *testing.T) {
+	g := dumpLine(genesis())
+	var logs strings.Builder
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if _, err := l.Load(strings.NewReader(strings.Repeat(g+"\n", 13))); err != nil {
+		t.Fatal(err)
+	}
+	want := `count=12 lines="2 (as line 1), 3 (as line 1), 4 (as line 1), 5 (as line 1), 6 (as line 1), 7 (as line 1), 8 (as line 1), 9 (as line 1), 10 (as line 1), 11 (as line 1) and 2 more"`
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not say %s:\n%s", want, logs.String())
+	}
+}
+
+// TestLoaderSummaryOfSideAndHashlessLines: a side line does not fill a
+// hole of the canonical chain, in a load into any writer, and lines whose
+// blocks give no hash are told apart by their headers' hashes.
+func TestLoaderSummaryOfSideAndHashlessLines(t *testing.T) {
+	scratch := memstore.New()
+	g := add(t, scratch, genesis())
+	chain := addChain(t, scratch, g, 3, "m")
+	side := strings.TrimSuffix(dumpLine(chain[1]), "}") + `,"canonical":false}`
+	dump := strings.Join([]string{dumpLine(g), dumpLine(chain[0]), side, dumpLine(chain[2])}, "\n")
+	var logs bytes.Buffer
+	l := memstore.Loader{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := l.LoadInto(strings.NewReader(dump), writerOnly{memstore.New()}); err != nil {
+		t.Fatal(err)
+	}
+	if want := `missing=1 ranges=2`; !strings.Contains(logs.String(), want) {
+		t.Errorf("block 2 given only as a side line: the log does not say %s:\n%s", want, logs.String())
+	}
+
+	logs.Reset()
+	hashless := func(b *backend.Block) string {
+		return strings.Replace(dumpLine(b), `"hash":"`+b.Hash.String()+`",`, "", 1)
+	}
+	dump = strings.Join([]string{hashless(g), hashless(chain[0])}, "\n")
+	if strings.Contains(dump, `"hash":`) {
+		t.Fatalf("the hash was not taken out of the lines:\n%s", dump)
+	}
+	if _, err := l.Load(strings.NewReader(dump)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "repeat") {
+		t.Errorf("two blocks given without their hashes are logged as repeats:\n%s", logs.String())
+	}
+}

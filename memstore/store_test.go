@@ -228,6 +228,7 @@ func TestTotalDifficultyFromParent(t *testing.T) {
 		{"unknown parent: none", add(t, s, newBlock(7, backend.Hash{6}, "orphan")), "<nil>"},
 		{"unknown parent, given: kept", add(t, s, withTD(newBlock(8, backend.Hash{7}, "given"), 123456)), "123456"},
 		{"number 0 with a parent hash is no genesis", add(t, s, newBlock(0, backend.Hash{1}, "not genesis")), "<nil>"},
+		{"a zero parent hash above number 0 is no genesis", add(t, s, newBlock(5, backend.Hash{}, "no parent")), "<nil>"},
 		{"given and right: accepted", add(t, s, withTD(childOf(one, "given two"), 3003)), "3003"},
 	}
 	for _, tt := range tests {
@@ -407,6 +408,9 @@ func TestCanonicalChain(t *testing.T) {
 		{"a child added before its parent stays canonical", "m0 m1 m2 m3 x4 x3", "m0 m1 m2 x3 x4"},
 		{"a block above a gap is dropped by a replacement below", "m0 m1 m2 m3 m5 x3", "m0 m1 m2 x3"},
 		{"re-adding the head changes nothing", "m0 m1 m2 m2", "m0 m1 m2"},
+		{"a block filling part of a gap keeps the block above the gap", "m0 m1 m5 m2", "m0 m1 m2 m5"},
+		{"a fork's ancestor replacing a block drops what is above a gap", "m0 m1 m2 x3 m3 m6 x4", "m0 m1 m2 x3 x4"},
+		{"re-adding a block keeps the head above it", "m0 m1 m2 m3 m4 m5 a6 m5", "m0 m1 m2 m3 m4 m5 a6"},
 	}
 	tree := forkTree(t)
 	for _, tt := range tests {
@@ -877,4 +881,83 @@ func wantSettled(s *memstore.Store, hash backend.Hash, want *backend.Block, want
 		return fmt.Errorf("uncle of block %d: %s with totalDifficulty %s, want %s with %s", want.Number, u.Hash, tdString(u.TotalDifficulty), wantUncle.Hash, tdString(wantUncle.TotalDifficulty))
 	}
 	return nil
+}
+
+// TestReorgClearsTags replaces the blocks that safe and finalized select:
+// a tag whose block leaves the canonical chain is cleared, and does not
+// select the block that later takes its number.
+func TestReorgClearsTags(t *testing.T) {
+	for _, tagged := range []uint64{2, 3} {
+		t.Run(fmt.Sprintf("safe at %d", tagged), func(t *testing.T) {
+			s := memstore.New()
+			g := add(t, s, genesis())
+			main := addChain(t, s, g, 3, "m") // m1 m2 m3
+			if err := s.SetSafe(tagged); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetFinalized(1); err != nil {
+				t.Fatal(err)
+			}
+			fork := addChain(t, s, main[0], 2, "a") // a2 replaces m2, a3 m3
+			wantBlock(t, s, backend.Safe, nil)
+			wantBlock(t, s, backend.Finalized, main[0])
+			wantBlock(t, s, backend.Latest, fork[1])
+		})
+	}
+}
+
+// TestEarliestOfAChainWithoutGenesis serves a chain that starts above 0, as
+// a dump of a chain's recent blocks does: earliest is its first block.
+func TestEarliestOfAChainWithoutGenesis(t *testing.T) {
+	s := memstore.New()
+	first := add(t, s, newBlock(5, backend.Hash{4}, "first"))
+	next := add(t, s, childOf(first, "next"))
+	wantBlock(t, s, backend.Earliest, first)
+	wantBlock(t, s, backend.Latest, next)
+}
+
+// TestAncestorsBecomeCanonical adds a genesis as a side block, then its
+// child: the child's known ancestors, down to block 0, become canonical.
+// A stored parent whose number does not precede the block's is no
+// ancestor at a number.
+func TestAncestorsBecomeCanonical(t *testing.T) {
+	scratch := memstore.New()
+	g := add(t, scratch, genesis())
+	side := add(t, scratch, childOf(g, "side"))
+
+	s := memstore.New()
+	if err := s.AddSideBlock(g); err != nil {
+		t.Fatal(err)
+	}
+	one := add(t, s, childOf(g, "one"))
+	wantBlock(t, s, 0, g)
+	wantBlock(t, s, backend.Earliest, g)
+	wantBlock(t, s, backend.Latest, one)
+
+	if err := s.AddSideBlock(side); err != nil {
+		t.Fatal(err)
+	}
+	high := add(t, s, newBlock(5, side.Hash, "above a block 1"))
+	wantBlock(t, s, 1, one)
+	for n := backend.BlockNumber(2); n < 5; n++ {
+		wantBlock(t, s, n, nil)
+	}
+	wantBlock(t, s, backend.Latest, high)
+}
+
+// TestReaddGivesTheBlockItsTotalDifficulty re-adds a stored block that had
+// no total difficulty with one: the block itself takes it, not only its
+// descendants.
+func TestReaddGivesTheBlockItsTotalDifficulty(t *testing.T) {
+	s := memstore.New()
+	orphan := add(t, s, newBlock(10, backend.Hash{9}, "orphan"))
+	given := orphan.Copy()
+	given.TotalDifficulty = uint256.NewInt(5000)
+	if err := s.AddBlock(given); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.BlockByHash(t.Context(), orphan.Hash)
+	if err != nil || tdString(got.TotalDifficulty) != "5000" {
+		t.Errorf("the re-added block's total difficulty = %v, %v; want 5000", got.TotalDifficulty, err)
+	}
 }
