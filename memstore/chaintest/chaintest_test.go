@@ -11,6 +11,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
+	"github.com/holiman/uint256"
 )
 
 // allForks is a schedule that passes through every fork in a few blocks.
@@ -340,6 +341,9 @@ func TestMisusePanics(t *testing.T) {
 			chaintest.New(chaintest.Config{}).AddBlock(func(g *chaintest.BlockGen) { g.AddTx(chaintest.Tx{Kind: chaintest.Blob, Create: true}) })
 		}},
 		{"no such block", "has no block", func() { chaintest.New(chaintest.Config{}).Fork(3) }},
+		{"extraData over 32 bytes", "more than 32", func() {
+			chaintest.New(chaintest.Config{}).AddBlock(func(g *chaintest.BlockGen) { g.SetExtraData(make([]byte, 33)) })
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,4 +384,135 @@ func BenchmarkBuild1000x100(b *testing.B) {
 		c := chaintest.New(chaintest.Config{Seed: 1})
 		c.AddBlocks(1000, chaintest.Txs(100))
 	}
+}
+
+// TestDefaults checks the documented defaults of a zero Config: chain id
+// 1337, a genesis at 1,700,000,000 and a block every 12 seconds.
+func TestDefaults(t *testing.T) {
+	b := chaintest.New(chaintest.Config{})
+	if cfg := b.Config(); cfg.ChainID != 1337 || cfg.GenesisTime != 1_700_000_000 || cfg.BlockTime != 12 || cfg.GasLimit != 30_000_000 {
+		t.Errorf("Config() = %+v, want chain id 1337, genesis time 1700000000, block time 12, gas limit 30000000", cfg)
+	}
+	one := b.AddBlock(func(g *chaintest.BlockGen) { g.AddTx(chaintest.Tx{}) })
+	if g := block(t, b.Store(), 0); g.Timestamp != 1_700_000_000 || one.Timestamp != 1_700_000_012 {
+		t.Errorf("timestamps %d and %d, want 1700000000 and 1700000012", g.Timestamp, one.Timestamp)
+	}
+	if id, err := b.Store().ChainID(context.Background()); err != nil || id != 1337 || one.Transactions[0].ChainID == nil || one.Transactions[0].ChainID.Uint64() != 1337 {
+		t.Errorf("ChainID = %d, %v, transaction chain id %v; want 1337", id, err, one.Transactions[0].ChainID)
+	}
+}
+
+// TestTransactionFields checks the fields AddTx documents: replay
+// protection by kind, fees from the base fee with a 1 gwei tip, one blob
+// by default with a blob fee cap of twice the blob base fee, and nonces,
+// the authority's included.
+func TestTransactionFields(t *testing.T) {
+	b := chaintest.New(chaintest.Config{})
+	var legacy, unprotected, dynamic, blob, setCode *backend.Transaction
+	var baseFee *uint256.Int
+	b.AddBlock(func(g *chaintest.BlockGen) {
+		baseFee = g.BaseFee()
+		legacy = g.AddTx(chaintest.Tx{Kind: chaintest.Legacy})
+		unprotected = g.AddTx(chaintest.Tx{Kind: chaintest.LegacyUnprotected})
+		dynamic = g.AddTx(chaintest.Tx{Kind: chaintest.DynamicFee, From: 2})
+		blob = g.AddTx(chaintest.Tx{Kind: chaintest.Blob, From: 3})
+		setCode = g.AddTx(chaintest.Tx{Kind: chaintest.SetCode}) // key 0's third, key 1's authorization
+	})
+	if legacy.ChainID == nil || legacy.ChainID.Uint64() != 1337 || (legacy.V.Uint64() != 2*1337+35 && legacy.V.Uint64() != 2*1337+36) {
+		t.Errorf("legacy: chain id %v, v %s; want EIP-155 for 1337", legacy.ChainID, &legacy.V)
+	}
+	if unprotected.ChainID != nil || (unprotected.V.Uint64() != 27 && unprotected.V.Uint64() != 28) {
+		t.Errorf("legacy without EIP-155: chain id %v, v %s; want none, 27 or 28", unprotected.ChainID, &unprotected.V)
+	}
+	tip := uint256.NewInt(1_000_000_000)
+	wantMax := new(uint256.Int).Add(new(uint256.Int).Lsh(baseFee, 1), tip)
+	if !dynamic.MaxFeePerGas.Eq(wantMax) || !dynamic.MaxPriorityFeePerGas.Eq(tip) {
+		t.Errorf("dynamic fee: max fee %s, tip %s; want twice the base fee %s plus 1 gwei, 1 gwei", dynamic.MaxFeePerGas, dynamic.MaxPriorityFeePerGas, baseFee)
+	}
+	if len(blob.BlobVersionedHashes) != 1 || blob.BlobVersionedHashes[0][0] != 0x01 || blob.MaxFeePerBlobGas.Uint64() != 2 {
+		t.Errorf("blob: %d versioned hashes, max fee per blob gas %s; want 1 of version 1, and 2 (twice the minimum)", len(blob.BlobVersionedHashes), blob.MaxFeePerBlobGas)
+	}
+	if setCode.Nonce != 2 || len(setCode.AuthorizationList) != 1 || setCode.AuthorizationList[0].Nonce != 0 {
+		t.Errorf("set code: nonce %d, authorizations %+v; want nonce 2 and key 1's nonce 0", setCode.Nonce, setCode.AuthorizationList)
+	}
+	if got := [4]uint64{b.Nonce(0), b.Nonce(1), b.Nonce(2), b.Nonce(3)}; got != [4]uint64{3, 1, 1, 1} {
+		t.Errorf("Nonce(0..3) = %v, want [3 1 1 1]: the authority's nonce is bumped too", got)
+	}
+}
+
+// TestTxsStaysAtTheBlobTarget fills blocks with many transactions: no
+// more blobs than the fork's target, so the excess blob gas stays 0.
+func TestTxsStaysAtTheBlobTarget(t *testing.T) {
+	b := chaintest.New(chaintest.Config{})
+	blocks := b.AddBlocks(2, chaintest.Txs(60))
+	for _, blk := range blocks {
+		if *blk.BlobGasUsed != 6<<17 || *blk.ExcessBlobGas != 0 {
+			t.Errorf("block %d: blob gas used %d, excess %d; want Prague's target, 6 blobs, and no excess", blk.Number, *blk.BlobGasUsed, *blk.ExcessBlobGas)
+		}
+	}
+}
+
+// TestWithdrawalsAndEmptyReceipts checks that withdrawal indexes go on
+// from block to block, and that an empty block has the empty trie's
+// receipts root.
+func TestWithdrawalsAndEmptyReceipts(t *testing.T) {
+	b := chaintest.New(chaintest.Config{})
+	var got []uint64
+	gen := func(g *chaintest.BlockGen) {
+		for range 2 {
+			got = append(got, g.AddWithdrawal(1, chaintest.Key(9).Address(), 1).Index)
+		}
+	}
+	b.AddBlock(gen)
+	empty := b.AddBlock(gen) // withdrawals, no transactions
+	if fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Errorf("withdrawal indexes %v, want [0 1 2 3]", got)
+	}
+	if empty.ReceiptsRoot != empty.TransactionsRoot {
+		t.Errorf("a block without transactions has receipts root %s, want the empty root %s", empty.ReceiptsRoot, empty.TransactionsRoot)
+	}
+}
+
+// TestBaseFeeRisesByOneAtLeast fills a block one gas over its target at a
+// base fee so low that an eighth of the excess rounds to 0: the next base
+// fee still rises, by 1, as EIP-1559 says.
+func TestBaseFeeRisesByOneAtLeast(t *testing.T) {
+	b := chaintest.New(chaintest.Config{GasLimit: 42_006}) // a target of 21,003
+	b.AddBlocks(70, nil)                                   // each lowers the base fee by an eighth
+	over := b.AddBlock(func(g *chaintest.BlockGen) {
+		g.AddTx(chaintest.Tx{Data: []byte{0}}) // 21,004 gas
+	})
+	if over.GasUsed != 21_004 || over.BaseFeePerGas.Uint64() >= 8*21_003 {
+		t.Fatalf("block %d: gas used %d at base fee %s; the test wants one over the target at a fee under %d", over.Number, over.GasUsed, over.BaseFeePerGas, 8*21_003)
+	}
+	next := b.AddBlock(nil)
+	if want := over.BaseFeePerGas.Uint64() + 1; next.BaseFeePerGas.Uint64() != want {
+		t.Errorf("base fee after a block one gas over its target: %s, want %d", next.BaseFeePerGas, want)
+	}
+}
+
+// TestPendingAcrossBranches checks when the pending block goes: a block
+// added to a side branch and a Reorg to the branch already canonical
+// leave it, a reorganisation to another branch clears it.
+func TestPendingAcrossBranches(t *testing.T) {
+	b := chaintest.New(chaintest.Config{})
+	b.AddBlocks(3, nil)
+	side := b.Fork(1)
+	p := b.SetPending(nil)
+	wantPending := func(when string, want bool) {
+		t.Helper()
+		got, err := b.Store().BlockByNumber(context.Background(), backend.Pending)
+		switch {
+		case want && (err != nil || got.Hash != p.Hash):
+			t.Errorf("%s: pending = %v, %v; want the pending block", when, got, err)
+		case !want && !errors.Is(err, backend.ErrNotFound):
+			t.Errorf("%s: pending = %v, %v; want none", when, got, err)
+		}
+	}
+	side.AddBlock(nil)
+	wantPending("after a block on a side branch", true)
+	b.Reorg()
+	wantPending("after Reorg of the canonical branch", true)
+	side.Reorg()
+	wantPending("after a reorganisation to the side branch", false)
 }
