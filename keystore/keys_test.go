@@ -423,3 +423,56 @@ func TestRefreshCanceled(t *testing.T) {
 		t.Errorf("Health after a canceled refresh of a store that reads well: %v", err)
 	}
 }
+
+// TestKeysOutageLoggedOnce fails several refreshes in a row: the outage is
+// logged once, when it begins, not at every refresh.
+func TestKeysOutageLoggedOnce(t *testing.T) {
+	ctx := context.Background()
+	store := &flaky{Store: keystore.NewMemory()}
+	var log syncbuf.Buffer
+	keys, err := keystore.Open(ctx, store, keystore.Options{Refresh: time.Hour, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	store.down.Store(true)
+	for range 3 {
+		if err := keys.Refresh(ctx); !errors.Is(err, errDown) {
+			t.Fatalf("Refresh while the store is down = %v, want %v", err, errDown)
+		}
+	}
+	if n := strings.Count(log.String(), "cannot be read"); n != 1 {
+		t.Errorf("the outage is logged %d times, want once:\n%s", n, log.String())
+	}
+}
+
+// TestKeysSlowFailureThenSuccess has a refresh fail slowly while a refresh
+// begun later succeeds: the store was read after the failure began, so the
+// keys are current, and Health says so.
+func TestKeysSlowFailureThenSuccess(t *testing.T) {
+	ctx := context.Background()
+	store := &flaky{Store: keystore.NewMemory()}
+	slow := &slowRead{Store: store, read: make(chan struct{}), release: make(chan struct{})}
+	keys, err := keystore.Open(ctx, slow, keystore.Options{Refresh: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+
+	store.down.Store(true)
+	slow.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- keys.Refresh(ctx) }()
+	<-slow.read // the read failed, and waits to say so
+	store.down.Store(false)
+	if err := keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(slow.release)
+	if err := <-done; !errors.Is(err, errDown) {
+		t.Fatalf("the slow refresh = %v, want %v", err, errDown)
+	}
+	if err := keys.Health(); err != nil {
+		t.Errorf("Health = %v, want nil: a read begun after the failed one succeeded", err)
+	}
+}

@@ -213,3 +213,59 @@ func TestFileMinutesOfTheLastDay(t *testing.T) {
 		t.Errorf("Minutes: %+v, %v; want the last day's: 2 requests", got, err)
 	}
 }
+
+// TestLimitsAtTheirBounds accepts the largest label, rate and burst, and
+// refuses a label that starts with a control character.
+func TestLimitsAtTheirBounds(t *testing.T) {
+	_, k, err := keystore.NewKey(strings.Repeat("x", keystore.MaxLabel), keystore.MaxRate, keystore.MaxBurst, time.Now())
+	if err != nil || len(k.Label) != keystore.MaxLabel || k.Rate != keystore.MaxRate || k.Burst != keystore.MaxBurst {
+		t.Errorf("NewKey at the bounds: %+v, %v; want accepted", k, err)
+	}
+	if _, _, err := keystore.NewKey("\x1bescape", 0, 0, time.Now()); !errors.Is(err, keystore.ErrLabel) {
+		t.Errorf("NewKey with a label starting with ESC: %v, want ErrLabel", err)
+	}
+}
+
+// TestParseDigest reads back what Digest.String writes, and nothing
+// shorter or longer.
+func TestParseDigest(t *testing.T) {
+	d := keystore.DigestOf("key")
+	if got, err := keystore.ParseDigest(d.String()); err != nil || got != d {
+		t.Errorf("ParseDigest(%s) = %s, %v", d, got, err)
+	}
+	for _, bad := range []string{d.String()[:62], d.String() + "00", ""} {
+		if _, err := keystore.ParseDigest(bad); err == nil {
+			t.Errorf("ParseDigest(%q): no error", bad)
+		}
+	}
+}
+
+// TestRecordByMinute records usage whose minutes are given mid-minute: a
+// store counts them in the minute they fall in, one entry a minute.
+func TestRecordByMinute(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range map[string]func(t *testing.T) keystore.Store{
+		"memory": func(*testing.T) keystore.Store { return keystore.NewMemory() },
+		"file": func(t *testing.T) keystore.Store {
+			f, err := keystore.OpenFile(filepath.Join(t.TempDir(), "keys.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			_, k := addKey(t, s, "k", 0, 0)
+			minute := time.Now().UTC().Truncate(time.Minute)
+			for _, at := range []time.Duration{10 * time.Second, 40 * time.Second} {
+				if err := s.Record(ctx, []keystore.Usage{{ID: k.ID, Totals: keystore.Totals{Requests: 1}, Minutes: []keystore.Minute{{Start: minute.Add(at), Requests: 1}}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := s.Minutes(ctx, k.ID, minute); err != nil || len(got) != 1 || !got[0].Start.Equal(minute) || got[0].Requests != 2 {
+				t.Errorf("Minutes = %+v, %v; want 2 requests at %v", got, err, minute)
+			}
+		})
+	}
+}

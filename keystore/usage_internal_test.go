@@ -127,3 +127,49 @@ func TestMinutesOfTheLastDay(t *testing.T) {
 		}
 	}
 }
+
+// refusingOnce is a Store whose first Record calls during, then fails; the
+// later ones succeed.
+type refusingOnce struct {
+	*Memory
+	during  func()
+	refused bool
+}
+
+func (r *refusingOnce) Record(ctx context.Context, u []Usage) error {
+	if !r.refused {
+		r.refused = true
+		r.during()
+		return errors.New("connection refused")
+	}
+	return r.Memory.Record(ctx, u)
+}
+
+// TestFailedFlushKeepsWhatCameMeanwhile counts a request while a flush
+// waits on the store, which then refuses it: the next flush writes both
+// the refused counts and the request counted meanwhile, its minute and its
+// time too.
+func TestFailedFlushKeepsWhatCameMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	store := &refusingOnce{Memory: NewMemory()}
+	k, r := countOneKey(t, store)
+	minute := time.Now().UTC().Truncate(time.Minute)
+	k.count(r, minute)
+	k.count(r, minute)
+	later := minute.Add(time.Minute + time.Second)
+	store.during = func() { k.count(r, later) }
+	if err := k.Flush(ctx); err == nil {
+		t.Fatal("a flush the store refused succeeded")
+	}
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := store.Keys(ctx)
+	if used := keys[0].Used; used.Requests != 3 || !used.LastUsed.Equal(later) {
+		t.Errorf("the key's usage: %+v; want 3 requests, last used at %v", used, later)
+	}
+	ms, err := store.Minutes(ctx, keys[0].ID, minute)
+	if err != nil || len(ms) != 2 || ms[0].Requests != 2 || ms[1].Requests != 1 || !ms[1].Start.Equal(minute.Add(time.Minute)) {
+		t.Errorf("the key's minutes: %+v, %v; want 2 requests at %v, then 1 the minute after", ms, err, minute)
+	}
+}
