@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blockrpc/blockrpc"
 	"github.com/blockrpc/blockrpc/blockrpctest"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
@@ -239,5 +240,82 @@ func TestFaultsAreDeterministic(t *testing.T) {
 		if got := counts[outcome]; got < want/2 || got > want*2 {
 			t.Errorf("%d %s answers of %d, want about %d", got, outcome, n, want)
 		}
+	}
+}
+
+// TestWithKey serves under the key given.
+func TestWithKey(t *testing.T) {
+	srv := blockrpctest.NewServer(t, chain(t), blockrpctest.WithKey("my-key"))
+	if srv.Key != "my-key" || !strings.HasSuffix(srv.URL, "/v3/my-key") {
+		t.Errorf("WithKey(\"my-key\"): Key %q, URL %s", srv.Key, srv.URL)
+	}
+}
+
+func TestDefaultSeedIsOne(t *testing.T) {
+	s := chain(t)
+	faults := []blockrpctest.Option{blockrpctest.WithServerErrors(0.3), blockrpctest.WithRateLimited(0.3, time.Second)}
+	def := outcomes(t, blockrpctest.NewServer(t, s, faults...), 40)
+	one := outcomes(t, blockrpctest.NewServer(t, s, append(faults, blockrpctest.WithSeed(1))...), 40)
+	if strings.Join(def, " ") != strings.Join(one, " ") {
+		t.Errorf("a server without WithSeed failed other requests than one of seed 1:\n%v\n%v", def, one)
+	}
+}
+
+// TestSharesAddUp gives every request a fault, half dropped and half rate
+// limited: none is answered, and the stats count each fault met.
+func TestSharesAddUp(t *testing.T) {
+	srv := blockrpctest.NewServer(t, chain(t), blockrpctest.WithDroppedConnections(0.5), blockrpctest.WithRateLimited(0.5, time.Second))
+	const n = 20
+	for i, o := range outcomes(t, srv, n) {
+		if o != "dropped" && o != "429" {
+			t.Errorf("request %d: %s, want dropped or 429", i, o)
+		}
+	}
+	if s := srv.Stats(); s.Requests != n || s.Dropped+s.RateLimited != n || s.Dropped == 0 || s.RateLimited == 0 {
+		t.Errorf("stats %+v, want %d requests, all dropped or rate limited, some of each", s, n)
+	}
+}
+
+// TestFaultAnswers checks what the fault answers say beyond the error:
+// JSON, a count of server errors, a Retry-After of 1 second at least, and
+// a null id for a body without one or with no call.
+func TestFaultAnswers(t *testing.T) {
+	srv := blockrpctest.NewServer(t, chain(t), blockrpctest.WithServerErrors(1))
+	for _, body := range []string{"not json", "[]", `{"jsonrpc":"2.0","method":"eth_blockNumber"}`} {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s: Content-Type %q, want application/json", body, ct)
+		}
+		if want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"backend failure"}}`; strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s: answer %s, want %s", body, got, want)
+		}
+	}
+	if s := srv.Stats(); s.ServerErrors != 3 || s.Requests != 3 {
+		t.Errorf("stats %+v, want 3 requests answered -32000", s)
+	}
+
+	limited := blockrpctest.NewServer(t, chain(t), blockrpctest.WithRateLimited(1, 0))
+	if a, err := post(t, limited.URL, latest); err != nil || a.status != http.StatusTooManyRequests || a.retryAfter != "1" {
+		t.Errorf("WithRateLimited(1, 0): %d, Retry-After %q (%v); want 429 and 1", a.status, a.retryAfter, err)
+	}
+}
+
+// TestWithHandlerOptions passes options to the handler: a batch limit of 1
+// refuses a batch of two calls.
+func TestWithHandlerOptions(t *testing.T) {
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]`
+	plain := blockrpctest.NewServer(t, chain(t))
+	limited := blockrpctest.NewServer(t, chain(t), blockrpctest.WithHandlerOptions(blockrpc.WithBatchLimit(1)))
+	a, err := post(t, plain.URL, batch)
+	if err != nil || a.status != http.StatusOK || !bytes.Contains(a.body, []byte(`"result"`)) {
+		t.Fatalf("a batch of two without a limit: %d %s (%v)", a.status, a.body, err)
+	}
+	if a, err := post(t, limited.URL, batch); err != nil || bytes.Contains(a.body, []byte(`"result"`)) {
+		t.Errorf("a batch of two with WithBatchLimit(1): %d %s (%v), want it refused", a.status, a.body, err)
 	}
 }
