@@ -210,7 +210,10 @@ func openStore(ctx context.Context, log *slog.Logger, o options) (*source, error
 		case err != nil && ctx.Err() != nil:
 			return nil, errInterrupted
 		case errors.Is(err, pgstore.ErrWriterBusy):
-			return nil, spec.errorf("-store %s: another server writes this store (one writer at a time); to serve it beside that one, add -read-only: %w", spec.name, err)
+			// The holder may be a server killed without closing the store,
+			// this one's last run among them: its lease then runs out by
+			// itself, at the time the error gives.
+			return nil, spec.errorf("-store %s: another server writes this store (one writer at a time); to serve it beside that one, add -read-only; if that server was stopped without closing the store, start again once its lease has run out: %w", spec.name, err)
 		case err != nil:
 			return nil, spec.errorf("-store %s: %w", spec.name, err)
 		}

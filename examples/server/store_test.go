@@ -615,8 +615,9 @@ func TestStorePostgres(t *testing.T) {
 
 	log, err = runFails(t, "-store", dbURL)
 	logs = append(logs, log, err.Error())
-	if !errors.Is(err, pgstore.ErrWriterBusy) || !strings.Contains(err.Error(), "another server writes this store") || !strings.Contains(err.Error(), "-read-only") {
-		t.Errorf("a second writer: %v, want ErrWriterBusy pointing to -read-only", err)
+	if !errors.Is(err, pgstore.ErrWriterBusy) || !strings.Contains(err.Error(), "another server writes this store") ||
+		!strings.Contains(err.Error(), "-read-only") || !strings.Contains(err.Error(), "once its lease has run out") || !strings.Contains(err.Error(), "unless renewed") {
+		t.Errorf("a second writer: %v, want ErrWriterBusy pointing to -read-only, and to the lease's end for a writer killed", err)
 	}
 
 	reader.stop(t)
