@@ -120,6 +120,9 @@ func TestAdminMetricsAndHealth(t *testing.T) {
 	if strings.Contains(text, key) || strings.Contains(text, blockrpc.KeyID(key)) {
 		t.Errorf("/metrics shows the API key or its id:\n%s", text)
 	}
+	if strings.Contains(text, "blockrpc_follower_") {
+		t.Errorf("/metrics of a server that follows nothing has a follower's:\n%s", text)
+	}
 
 	if status, body := get(t, admin+"/healthz"); status != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q, want 200 ok", status, body)

@@ -142,7 +142,9 @@
 // summed from the genesis. The server answers from the start, with what
 // has been copied so far, and the follower logs its progress (height, the
 // endpoint's head, the lag and blocks a second) every 10 seconds while it
-// copies, and when it catches up. A failure the follower cannot mend (the
+// copies, and when it catches up; with -admin, /metrics gives the same
+// (blockrpc_follower_*), which /readyz does not: a follower that cannot go
+// on leaves the server serving, and ready, what it holds. A failure the follower cannot mend (the
 // endpoint serves another chain) stops the server, which then exits with
 // status 1. The logs name an endpoint by its scheme and host only: a
 // provider's URL often holds its API key.
@@ -204,6 +206,8 @@ import (
 	"github.com/blockrpc/blockrpc/keystore"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 func main() {
@@ -538,10 +542,14 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 		defer closeKeys()
 	}
 	var metrics *blockrpcprom.Metrics
+	var registry *prometheus.Registry
 	if o.admin != "" {
-		// Its own registry, with the Go runtime's and the process's
-		// metrics beside the handler's.
-		if metrics, err = blockrpcprom.New(nil); err != nil {
+		// A registry of its own: the Go runtime's and the process's
+		// metrics beside the handler's, and the follower's once it is
+		// made.
+		registry = prometheus.NewRegistry()
+		registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if metrics, err = blockrpcprom.New(registry); err != nil {
 			ls.close()
 			return err
 		}
@@ -582,6 +590,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	// Once the listeners are shut down: what they serve stops last.
 	defer src.close()
+	if registry != nil && src.follower != nil {
+		registry.MustRegister(followerMetrics{src.follower})
+	}
 	var validator blockrpc.KeyValidator
 	keys, generated := o.keys, false
 	if dash != nil {

@@ -133,7 +133,7 @@ func TestRunFollow(t *testing.T) {
 	node := blockrpctest.NewServer(t, store, blockrpctest.WithLatency(100*time.Millisecond))
 	// The same chain without the latency, for the answers to compare with.
 	reference := blockrpctest.NewServer(t, store)
-	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-follow", node.URL, "-poll", "50ms")
+	srv := start(t, "-addr", "127.0.0.1:0", "-keys", "k", "-follow", node.URL, "-poll", "50ms", "-admin", "127.0.0.1:0")
 	ours := regexp.MustCompile(`http://\S+/v3/`).FindString(srv.stdout()) + "k"
 
 	// The server answers from the start, with what it holds yet: at
@@ -162,6 +162,18 @@ func TestRunFollow(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	answers := compareWithEndpoint(t, ours, reference.URL, demo.Head, false)
+	// The follower's progress, which /readyz does not tell, in /metrics.
+	status, metrics := get(t, srv.adminURL(t)+"/metrics")
+	for _, want := range []string{
+		fmt.Sprintf("blockrpc_follower_height %d\n", demo.Head),
+		fmt.Sprintf("blockrpc_follower_endpoint_head %d\n", demo.Head),
+		"blockrpc_follower_synced 1\n",
+		"blockrpc_follower_blocks_per_second ",
+	} {
+		if status != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (status %d) has no %s", status, want)
+		}
+	}
 	srv.stop(t)
 	t.Logf("%d blocks, %d answers compared byte for byte through -follow", demo.Head+1, answers)
 
