@@ -81,8 +81,45 @@ type RequestInfo struct {
 	Duration time.Duration
 }
 
-// WithObserver sets the observer of calls and requests.
-func WithObserver(o *Observer) Option { return func(c *config) { c.observer = o } }
+// WithObserver adds an observer of calls and requests. Given more than
+// once it adds each, as a server with metrics and a store of keys needs
+// (adapters/prometheus and keystore each give one): each hook is called
+// for every observer that has it, in the order they were given. A nil
+// observer adds nothing.
+func WithObserver(o *Observer) Option {
+	return func(c *config) { c.observer = joinObservers(c.observer, o) }
+}
+
+// joinObservers returns an Observer calling a's hooks, then b's.
+func joinObservers(a, b *Observer) *Observer {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return &Observer{
+		Call:    joinHooks(a.Call, b.Call),
+		Request: joinHooks(a.Request, b.Request),
+		Backend: joinHooks(a.Backend, b.Backend),
+		Cache:   joinHooks(a.Cache, b.Cache),
+	}
+}
+
+// joinHooks keeps a hook nil when neither observer has it: the handler
+// skips the work of filling in what no one reads.
+func joinHooks[T any](f, g func(context.Context, T)) func(context.Context, T) {
+	switch {
+	case f == nil:
+		return g
+	case g == nil:
+		return f
+	}
+	return func(ctx context.Context, v T) {
+		f(ctx, v)
+		g(ctx, v)
+	}
+}
 
 // observedBackend tells an observer about each call of a Backend.
 type observedBackend struct {

@@ -310,3 +310,44 @@ func TestObserverCallForRefusedBatchCalls(t *testing.T) {
 			len(calls), len(answers), tooLarge, req.Errors)
 	}
 }
+
+// TestObserversAddUp gives the handler three observers, as a server with
+// metrics, an access log and a store of keys does: each is told of every
+// request, call, Backend call and cache lookup, in the order given, and
+// a nil one and a missing hook change nothing.
+func TestObserversAddUp(t *testing.T) {
+	store, _ := demoChain(t)
+	var mu sync.Mutex
+	var seen []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, s)
+	}
+	observer := func(name string) *blockrpc.Observer {
+		return &blockrpc.Observer{
+			Call:    func(context.Context, blockrpc.CallInfo) { note(name + " call") },
+			Request: func(context.Context, blockrpc.RequestInfo) { note(name + " request") },
+			Backend: func(context.Context, blockrpc.BackendInfo) { note(name + " backend") },
+			Cache:   func(context.Context, bool) { note(name + " cache") },
+		}
+	}
+	// The last hook called: the answer may reach the client before it.
+	done := make(chan struct{})
+	requestsOnly := &blockrpc.Observer{Request: func(context.Context, blockrpc.RequestInfo) {
+		note("c request")
+		close(done)
+	}}
+	srv := newServer(t, store, blockrpc.WithObserver(observer("a")), blockrpc.WithObserver(nil),
+		blockrpc.WithObserver(observer("b")), blockrpc.WithObserver(requestsOnly))
+	if status, _ := post(t, srv, `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false]}`); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	want := "a cache, b cache, a backend, b backend, a call, b call, a request, b request, c request"
+	if got := strings.Join(seen, ", "); got != want {
+		t.Errorf("the observers were told:\n %s\nwant\n %s", got, want)
+	}
+}
