@@ -53,8 +53,9 @@ type Store interface {
 // forms, each of their uncles, the blocks named by extra hashes (side
 // blocks, say), the tags and the chain id; and that both refuse the same
 // requests with backend.ErrNotFound (a number past the head, an unknown
-// hash, an uncle index past the last); and that got's lookups of stored
-// blocks fail with a canceled context.
+// hash, an uncle index past the last); and that every lookup of got fails
+// with a canceled context (context.Canceled), ChainID, each tag and a
+// Lender's lookups included, whether or not the block is stored.
 func TestBackend(t *testing.T, got, want backend.Backend, extra ...backend.Hash) {
 	t.Helper()
 	ctx := context.Background()
