@@ -6,7 +6,7 @@
 //
 //	s, err := pebblestore.Open(dir, nil) // or &pebblestore.Options{CacheBytes: 4 << 30}
 //	defer s.Close()
-//	err = new(memstore.Loader).LoadInto(dump, s) // import a JSONL dump; again is a no-op
+//	err = s.ImportDump(ctx, dump, nil) // a JSONL dump; blocks stored already are skipped
 //	svc := blockrpc.NewService(s)
 //
 // # Data model
@@ -42,9 +42,15 @@
 // a block allocates next to nothing.
 //
 // A store holds one chain: the first block numbered 0 it is given is its
-// genesis, and another block 0 is refused with ErrOtherChain, so a dump of
-// another chain fails on its first line. Blocks whose transactions are
-// signed for another chain id are refused as memstore refuses them.
+// genesis, and another block 0 is refused with ErrOtherChain. ImportDump
+// refuses a dump of another chain whatever block it starts at; a Writer
+// given blocks above the store's (memstore.Loader.LoadInto, say) takes
+// them as the chain's. Blocks whose transactions are signed for another
+// chain id are refused as memstore refuses them.
+//
+// The defaults suit a large chain: the log alone takes 1.1 times
+// MemTableBytes (64 MiB) on the disk as the store opens. A test's or a
+// small chain's store may set it far lower (1 MiB, say).
 //
 // # A failing disk
 //

@@ -25,8 +25,6 @@ import (
 	"github.com/blockrpc/blockrpc/backend/pebblestore"
 	"github.com/blockrpc/blockrpc/backend/pgstore"
 	"github.com/blockrpc/blockrpc/backend/upstream"
-	"github.com/blockrpc/blockrpc/internal/dumpcheck"
-	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
@@ -449,9 +447,15 @@ func importDump(ctx context.Context, log *slog.Logger, spec storeSpec, what stri
 				Logger:   log,
 				Progress: func(ip pgstore.ImportProgress) { p.blocks.Store(int64(ip.Blocks)) },
 			})
+		case *pebblestore.Store:
+			// Blocks already stored skipped, a block of another chain
+			// refused before it is written.
+			done <- s.ImportDump(ctx, in, &pebblestore.ImportOptions{
+				Logger:   log,
+				Progress: func(blocks int) { p.blocks.Store(int64(blocks)) },
+			})
 		default:
-			loader := memstore.Loader{Logger: log}
-			done <- loader.LoadInto(in, countingWriter{Writer: &sameChainWriter{writableStore: s, check: dumpcheck.Checker{OtherChain: pebblestore.ErrOtherChain}}, n: &p.blocks})
+			done <- fmt.Errorf("no import into a store of type %T", s)
 		}
 	}()
 	var err error
@@ -570,84 +574,6 @@ func (c countingReader) Read(p []byte) (int, error) {
 		c.lines.Add(int64(bytes.Count(p[:n], []byte{'\n'})))
 	}
 	return n, err
-}
-
-// sameChainWriter refuses, with the store's ErrOtherChain, a block of a
-// dump, canonical or side, that the store cannot take as its own chain's
-// (dumpcheck.Checker), before it is written: another chain of the same
-// chain id would otherwise replace the store's blocks, or cut its chain
-// short. pgstore's ImportDump checks the same.
-type sameChainWriter struct {
-	writableStore
-	check dumpcheck.Checker
-}
-
-// AddBlock skips a block the store holds, canonical or not, when it held a
-// chain before the dump: written again as canonical, one of a branch the store has left
-// would take the chain back to it, so that a dump imported again would go
-// through its reorganisations again (the tags at their numbers cleared),
-// and an old dump would roll back a store that has moved on.
-func (w *sameChainWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	ctx := context.Background()
-	if held, err := w.skips(ctx, b); held || err != nil {
-		if held {
-			w.check.Took(b)
-		}
-		return err
-	}
-	if err := w.check.Check(ctx, w.writableStore, b); err != nil {
-		return err
-	}
-	if err := w.writableStore.AddBlock(b, uncles...); err != nil {
-		return err
-	}
-	w.check.Took(b)
-	return nil
-}
-
-// AddSideBlock skips a block the store holds, as AddBlock does.
-func (w *sameChainWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	ctx := context.Background()
-	if held, err := w.skips(ctx, b); held || err != nil {
-		return err
-	}
-	if err := w.check.CheckSide(ctx, w.writableStore, b); err != nil {
-		return err
-	}
-	return w.writableStore.AddSideBlock(b, uncles...)
-}
-
-// skips reports whether the store holds b, and held a chain before the
-// dump: into a store that held none, the dump is taken whole, as
-// memstore.Load takes it, without a lookup a block (5% of a Pebble
-// import's time, three interleaved runs of 5,000 blocks).
-func (w *sameChainWriter) skips(ctx context.Context, b *backend.Block) (bool, error) {
-	if empty, err := w.check.StoreWasEmpty(ctx, w.writableStore); empty || err != nil {
-		return false, err
-	}
-	return dumpcheck.Holds(ctx, w.writableStore, b.Hash)
-}
-
-// countingWriter counts the blocks a Writer takes.
-type countingWriter struct {
-	backend.Writer
-	n *atomic.Int64
-}
-
-func (c countingWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	err := c.Writer.AddBlock(b, uncles...)
-	if err == nil {
-		c.n.Add(1)
-	}
-	return err
-}
-
-func (c countingWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	err := c.Writer.AddSideBlock(b, uncles...)
-	if err == nil {
-		c.n.Add(1)
-	}
-	return err
 }
 
 // The passwords of connection strings in a text: a URL's
