@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/blockrpc/blockrpc"
@@ -394,4 +395,68 @@ func checkSortedMembers(t *testing.T, what string, obj json.RawMessage) {
 			t.Fatalf("%s: reading the value of %q: %v", what, name, err)
 		}
 	}
+}
+
+// unmarkedPending serves the latest block for the pending tag, without
+// marking it Pending.
+type unmarkedPending struct{ backend.Backend }
+
+func (b unmarkedPending) BlockByNumber(ctx context.Context, n backend.BlockNumber) (*backend.Block, error) {
+	if n == backend.Pending {
+		n = backend.Latest
+	}
+	return b.Backend.BlockByNumber(ctx, n)
+}
+
+// TestPendingTagDecides checks that the block the pending tag selects is
+// shown as pending, even from a backend that did not mark it: with its
+// hash and number null, on the wire and in the typed API, and not served
+// from the cache as the canonical block it also is.
+func TestPendingTagDecides(t *testing.T) {
+	c := newTestChain(t)
+	b := unmarkedPending{c.store}
+	srv := newServer(t, b)
+	for _, fullTx := range []bool{false, true} {
+		for range 2 { // the second would be a hit
+			block := resultObject(t, call(t, srv, rpcRequest("eth_getBlockByNumber", fmt.Sprintf(`["pending",%v]`, fullTx))))
+			for _, member := range []string{"hash", "nonce", "logsBloom", "number"} {
+				if v, ok := block[member]; !ok || v != nil {
+					t.Errorf("fullTx=%v: %s = %v (present %v), want null", fullTx, member, v, ok)
+				}
+			}
+		}
+	}
+	checkBlockNumber(t, resultObject(t, call(t, srv, latestBlock)), "0x3")
+	got, err := blockrpc.NewService(b).GetBlockByNumber(context.Background(), backend.Pending, false)
+	if err != nil || got == nil || !got.Pending || got.Number != 0 || got.Hash != (backend.Hash{}) {
+		t.Errorf("GetBlockByNumber(Pending) = %+v, %v; want a block marked pending, without hash or number", got, err)
+	}
+}
+
+// noBlockNoError is a backend that finds no block and says no error: it
+// should say ErrNotFound, and is taken to have.
+type noBlockNoError struct{ backend.Backend }
+
+func (noBlockNoError) BlockByNumber(context.Context, backend.BlockNumber) (*backend.Block, error) {
+	return nil, nil
+}
+
+func (noBlockNoError) BlockByHash(context.Context, backend.Hash) (*backend.Block, error) {
+	return nil, nil
+}
+
+// TestBackendNilBlockIsNone checks that a block lookup answered with
+// neither a block nor an error is answered as no block.
+func TestBackendNilBlockIsNone(t *testing.T) {
+	srv := newServer(t, noBlockNoError{newTestChain(t).store})
+	for _, req := range []string{
+		rpcRequest("eth_getBlockByNumber", `["0x1",true]`),
+		rpcRequest("eth_getBlockByNumber", `["pending",false]`),
+		rpcRequest("eth_getBlockByHash", `["0x`+strings.Repeat("ab", 32)+`",false]`),
+		rpcRequest("eth_getUncleCountByBlockNumber", `["0x1"]`),
+		rpcRequest("eth_getUncleByBlockNumberAndIndex", `["0x1","0x0"]`),
+	} {
+		checkNullResult(t, call(t, srv, req))
+	}
+	checkError(t, call(t, srv, rpcRequest("eth_blockNumber", `[]`)), -32000, "the chain has no blocks")
 }

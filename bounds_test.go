@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -451,5 +452,69 @@ func TestBatchSlotLetGoWhileClientReads(t *testing.T) {
 		t.Errorf("another client's one-call batch was not answered while a stalled client holds the only batch slot: %v (after %v)", err, time.Since(start).Round(time.Millisecond))
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// goneWriter is the ResponseWriter of a client that has gone away: every
+// write fails.
+type goneWriter struct{ header http.Header }
+
+func (w *goneWriter) Header() http.Header       { return w.header }
+func (w *goneWriter) WriteHeader(int)           {}
+func (w *goneWriter) Write([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+
+// TestBatchStopsWhenClientIsGone checks that once a write of a batch's
+// answers has failed, the rest of the batch is not run: a client that went
+// away stops the work it asked for.
+func TestBatchStopsWhenClientIsGone(t *testing.T) {
+	c := newTestChain(t)
+	counted := &countingBackend{Backend: c.store, calls: new(atomic.Int32)}
+	var observed atomic.Int32
+	obs := &blockrpc.Observer{Call: func(context.Context, blockrpc.CallInfo) { observed.Add(1) }}
+	h := newHandler(counted, blockrpc.WithObserver(obs))
+	const n = 1000
+	calls := make([]string, n)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"eth_getBlockByNumber","params":["0x1",true]}`, i)
+	}
+	h.ServeHTTP(&goneWriter{header: http.Header{}}, handlerRequest(context.Background(), "["+strings.Join(calls, ",")+"]"))
+	if got := counted.calls.Load(); got >= n/2 {
+		t.Errorf("%d of the %d calls of a batch reached the backend after the writes to its client failed", got, n)
+	}
+	if got := observed.Load(); got >= n/2 {
+		t.Errorf("the observer was told of %d of the %d calls of a batch whose client had gone", got, n)
+	}
+}
+
+// TestBacklogCountsBodyByteByByte checks that a body sent a byte at a time
+// counts in the backlog as it arrives: a client that trickles its bodies
+// cannot hold memory the backlog does not see.
+func TestBacklogCountsBodyByteByByte(t *testing.T) {
+	c := newTestChain(t)
+	h := blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(blockrpc.NewKeySet(testKey)))
+	srv := serve(t, h)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := latestBlock
+	fmt.Fprintf(conn, "POST /v3/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", testKey, len(body))
+	for i := range 3 {
+		conn.Write([]byte(body[i : i+1]))
+		for deadline := time.Now().Add(10 * time.Second); blockrpc.BacklogHeld(h) != int64(i+1); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d bytes of a body sent a byte at a time: the backlog holds %d", i+1, blockrpc.BacklogHeld(h))
+			}
+		}
+	}
+	conn.Write([]byte(body[3:]))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the body sent a byte at a time, then whole: status %d", resp.StatusCode)
 	}
 }

@@ -230,3 +230,22 @@ func TestAnswerCacheHitTwoWrites(t *testing.T) {
 		t.Errorf("the cached answer differs from the rendered one, or ends wrongly: ...%q", answers[1][len(answers[1])-20:])
 	}
 }
+
+// TestAnswerCacheTotalDifficultyDropped checks that a block cached with a
+// total difficulty, which its backend no longer gives, is rendered again
+// without one, not served with the one it had.
+func TestAnswerCacheTotalDifficultyDropped(t *testing.T) {
+	c := newTestChain(t)
+	b := &tdBackend{Backend: c.store, td: uint256.NewInt(0x1234)}
+	srv := newServer(t, b)
+	req := rpcRequest("eth_getBlockByNumber", `["0x2",false]`)
+	for range 2 { // the second is a hit
+		if td := resultObject(t, call(t, srv, req))["totalDifficulty"]; td != "0x1234" {
+			t.Fatalf("totalDifficulty %v, want 0x1234", td)
+		}
+	}
+	b.td = nil
+	if td, ok := resultObject(t, call(t, srv, req))["totalDifficulty"]; ok && td != nil {
+		t.Errorf("totalDifficulty %v after the backend dropped it, want none", td)
+	}
+}

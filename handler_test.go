@@ -257,6 +257,8 @@ func TestGzip(t *testing.T) {
 		{"gzip with weight 1", "gzip;q=1", large, true},
 		{"gzip in upper case", "GZIP", large, true},
 		{"gzip refused", "gzip;q=0", large, false},
+		{"gzip weighed out of range, above 1", "gzip;q=2", large, false},
+		{"gzip refused, the weight named in capitals", "gzip;Q=0", large, false},
 		{"gzip refused with decimals", "gzip; q=0.000", large, false},
 		{"other encodings", "br, deflate", large, false},
 		{"small answer", "gzip", small, false},
@@ -401,4 +403,20 @@ func TestCORS(t *testing.T) {
 			t.Errorf("Access-Control-Allow-Origin: %q, want *", got)
 		}
 	})
+}
+
+// TestCORSOptionsWithoutPreflight checks that an OPTIONS request of an
+// allowed origin that asks for no method is no preflight: it is refused
+// as any method but POST is, not answered as a preflight.
+func TestCORSOptionsWithoutPreflight(t *testing.T) {
+	const allowed = "https://app.example"
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithCORS(allowed))
+	resp, out := send(t, newRequest(t, http.MethodOptions, srv.URL+"/v3/"+testKey, "", "Origin", allowed))
+	checkRefusal(t, resp.StatusCode, out, http.StatusMethodNotAllowed)
+	if got := resp.Header.Get("Access-Control-Allow-Methods"); got != "" {
+		t.Errorf("Access-Control-Allow-Methods %q for a request that is no preflight", got)
+	}
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != allowed {
+		t.Errorf("Access-Control-Allow-Origin: %q, want %q: the page must be able to read the refusal", got, allowed)
+	}
 }

@@ -396,3 +396,34 @@ func TestAnswerEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseLimitAddsUpResults checks that the response limit counts the
+// results of a batch together, and only past the limit: chain ids of 5
+// bytes each, under a limit of 10, fill it exactly with two (the third is
+// still answered, as go-ethereum answers until it is over) and go over it
+// with three, so the fourth is refused.
+func TestResponseLimitAddsUpResults(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(10))
+	chainID := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"eth_chainId"}` }
+	body := "[" + strings.Join([]string{chainID("1"), chainID("2"), chainID("3"), chainID("4")}, ",") + "]"
+	checkAnswers(t, body, callBatch(t, srv, body), []string{
+		"1 result",
+		"2 result",
+		"3 result",
+		"4 error -32003 response too large",
+	})
+}
+
+// TestRefusedBatchLeavesResponsesUnanswered checks that a message shaped
+// like a response is not answered when the calls around it are refused
+// (past the response limit), as it is not when they run.
+func TestRefusedBatchLeavesResponsesUnanswered(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(100))
+	block := `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",false]}`
+	body := "[" + block + `,{"jsonrpc":"2.0","id":2,"result":"0x1"},{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}},` +
+		`{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":4,"method":"eth_chainId"}]`
+	checkAnswers(t, body, callBatch(t, srv, body), []string{
+		"1 result",
+		"4 error -32003 response too large",
+	})
+}

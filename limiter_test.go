@@ -277,3 +277,75 @@ func TestLimiterPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyRateRaisedWhileInUse checks that a key's new rate holds from its
+// next request even when its burst stays the same: an operator who lifts
+// a spent key's limit sees it lifted.
+func TestKeyRateRaisedWhileInUse(t *testing.T) {
+	c := newTestChain(t)
+	keys := blockrpc.NewKeySet()
+	keys.AddWithLimit("gold", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1})
+	srv := serve(t, blockrpc.NewHandler(blockrpc.NewService(c.store), blockrpc.WithKeys(keys),
+		blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{})))
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		if status, out := postTo(t, srv.URL+"/v3/gold", latestBlock); status != want {
+			t.Fatalf("call %d under a burst of 1: status %d, want %d: %s", i, status, want, out)
+		}
+	}
+	keys.AddWithLimit("gold", blockrpc.Limit{Rate: math.Inf(1), Burst: 1}) // the same burst, no limit on the rate
+	for i := range 5 {
+		if status, out := postTo(t, srv.URL+"/v3/gold", latestBlock); status != http.StatusOK {
+			t.Fatalf("call %d after the key's rate was lifted: status %d: %s", i, status, out)
+		}
+	}
+	keys.AddWithLimit("gold", blockrpc.Limit{Rate: 1.0 / 3600, Burst: 1}) // and lowered again
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		if status, out := postTo(t, srv.URL+"/v3/gold", latestBlock); status != want {
+			t.Fatalf("call %d after the key's rate was lowered again: status %d, want %d: %s", i, status, want, out)
+		}
+	}
+}
+
+// TestLimiterRetryAfterRoundsUp checks that Retry-After, in whole seconds,
+// is never less than the wait: a client told 0 would ask again at once and
+// be refused again.
+func TestLimiterRetryAfterRoundsUp(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		// The wait is 1/rate less the time between the two calls: up
+		// to 0.9 s of it, on a loaded machine, leaves the answer as is.
+		want string
+	}{
+		{1 / 0.95, "1"},
+		{1 / 2.95, "3"},
+	} {
+		srv := newServer(t, newTestChain(t).store, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: tc.rate, Burst: 1}))
+		if status, out := post(t, srv, latestBlock); status != http.StatusOK {
+			t.Fatalf("rate %v: the first call: %d %s", tc.rate, status, out)
+		}
+		resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, latestBlock, "Content-Type", "application/json"))
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("rate %v: the call past the burst: status %d, want 429: %s", tc.rate, resp.StatusCode, out)
+		}
+		if got := resp.Header.Get("Retry-After"); got != tc.want {
+			t.Errorf("rate %v a second, burst spent: Retry-After %q, want %q", tc.rate, got, tc.want)
+		}
+	}
+}
+
+// TestLimiterRateZeroBatchOfTheBurst spends a limit that never refills and
+// then sends a batch of as many calls as the burst: it is refused because
+// the limit is spent, not because the batch is larger than the burst,
+// which it is not.
+func TestLimiterRateZeroBatchOfTheBurst(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithLimiter(blockrpc.NewRateLimiter(), blockrpc.Limit{Rate: 0, Burst: 2}))
+	two := `[` + rpcRequest("eth_chainId", `[]`) + `,` + rpcRequest("eth_chainId", `[]`) + `]`
+	if status, out := post(t, srv, two); status != http.StatusOK {
+		t.Fatalf("a batch of the burst, 2: %d %s", status, out)
+	}
+	resp, out := send(t, newRequest(t, http.MethodPost, srv.URL+"/v3/"+testKey, two, "Content-Type", "application/json"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("a batch of the burst once it is spent for good: status %d, Retry-After %q; want 429 and none", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	checkError(t, callBatchAnswers(t, out)[0], -32005, "request rate exceeded")
+}

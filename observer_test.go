@@ -351,3 +351,124 @@ func TestObserversAddUp(t *testing.T) {
 		t.Errorf("the observers were told:\n %s\nwant\n %s", got, want)
 	}
 }
+
+// TestObserverNotToldOfNotifications checks that Observer.Call is told of
+// each answered call and of nothing else: notifications and responses,
+// never answered, are not calls to count, alone or in a batch.
+func TestObserverNotToldOfNotifications(t *testing.T) {
+	var mu sync.Mutex
+	var calls []blockrpc.CallInfo
+	obs := &blockrpc.Observer{Call: func(_ context.Context, c blockrpc.CallInfo) {
+		mu.Lock()
+		calls = append(calls, c)
+		mu.Unlock()
+	}}
+	srv := newServer(t, newTestChain(t).store, blockrpc.WithObserver(obs))
+	const notification = `{"jsonrpc":"2.0","method":"eth_chainId"}`
+	const response = `{"jsonrpc":"2.0","id":9,"result":"0x1"}`
+	for _, body := range []string{notification, response} {
+		if status, out := post(t, srv, body); status != http.StatusOK || len(out) != 0 {
+			t.Errorf("%s: %d %q, want an empty 200", body, status, out)
+		}
+	}
+	body := "[" + notification + "," + rpcRequest("eth_chainId", `[]`) + "," + response + "]"
+	checkAnswers(t, body, callBatch(t, srv, body), []string{"1 result"})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 1 || calls[0].Method != "eth_chainId" || calls[0].Code != 0 {
+		t.Errorf("Observer.Call was told of %+v, want the one answered call of eth_chainId", calls)
+	}
+}
+
+// unflushableWriter takes the answer into its buffer, as net/http's
+// response writer does, and fails to send it on: the client is gone.
+type unflushableWriter struct{ *httptest.ResponseRecorder }
+
+func (w unflushableWriter) FlushError() error { return errors.New("broken pipe") }
+
+// TestObserverCutAtTheLastFlush checks that an answer written whole, which
+// sits in the server's buffer, counts as cut when sending it on fails.
+func TestObserverCutAtTheLastFlush(t *testing.T) {
+	seen := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) { seen <- r }}
+	h := newHandler(newTestChain(t).store, blockrpc.WithObserver(obs))
+	h.ServeHTTP(unflushableWriter{httptest.NewRecorder()}, handlerRequest(context.Background(), latestBlock))
+	if r := <-seen; !r.Cut {
+		t.Errorf("an answer whose sending failed: not observed Cut: %+v", r)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), handlerRequest(context.Background(), latestBlock))
+	if r := <-seen; r.Cut {
+		t.Errorf("an answer sent whole: observed Cut: %+v", r)
+	}
+}
+
+// TestObserverCutWithNothingToAnswer checks that a request of
+// notifications alone, whose client went away before its empty answer,
+// counts as cut.
+func TestObserverCutWithNothingToAnswer(t *testing.T) {
+	seen := make(chan blockrpc.RequestInfo, 1)
+	obs := &blockrpc.Observer{Request: func(_ context.Context, r blockrpc.RequestInfo) { seen <- r }}
+	h := newHandler(newTestChain(t).store, blockrpc.WithObserver(obs))
+	const notification = `{"jsonrpc":"2.0","method":"eth_chainId"}`
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, body := range []string{notification, "[" + notification + "," + notification + "]"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, handlerRequest(ctx, body))
+		if rec.Code != http.StatusOK || rec.Body.Len() != 0 {
+			t.Errorf("%s: %d %q, want an empty 200", body, rec.Code, rec.Body)
+		}
+		if r := <-seen; !r.Cut {
+			t.Errorf("%s, its client gone: not observed Cut: %+v", body, r)
+		}
+	}
+}
+
+// slowMissLender is a Lender that looks a while and lends nothing.
+type slowMissLender struct{ *memstore.Store }
+
+func (slowMissLender) LendBlockByNumber(context.Context, backend.BlockNumber, func(*backend.Block, backend.TransactionDecoder) error) error {
+	time.Sleep(20 * time.Millisecond)
+	return backend.ErrNotFound
+}
+
+// TestObserverBackendDurationOfNoLoan checks that a Lender's lookup that
+// lends nothing is told with the time it took.
+func TestObserverBackendDurationOfNoLoan(t *testing.T) {
+	var seen []blockrpc.BackendInfo
+	obs := &blockrpc.Observer{Backend: func(_ context.Context, b blockrpc.BackendInfo) { seen = append(seen, b) }}
+	h := newHandler(slowMissLender{newTestChain(t).store}, blockrpc.WithObserver(obs))
+	rec := serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1",false]`)))
+	checkNullResult(t, parseAnswer(t, rec.Body.Bytes()))
+	if len(seen) != 1 || seen[0].Method != "BlockByNumber" || seen[0].Duration < 20*time.Millisecond {
+		t.Errorf("the observer saw %+v, want one BlockByNumber of 20 ms or more", seen)
+	}
+}
+
+// hashesOnlyLender lends its blocks with their transactions' hashes only,
+// and no decoder: a store that never kept the bodies.
+type hashesOnlyLender struct{ *memstore.Store }
+
+func (l hashesOnlyLender) LendBlockByNumber(ctx context.Context, n backend.BlockNumber, f func(*backend.Block, backend.TransactionDecoder) error) error {
+	return l.Store.LendBlockByNumber(ctx, n, func(b *backend.Block, _ backend.TransactionDecoder) error {
+		lent := *b
+		if b.Transactions != nil {
+			lent.TransactionHashes, lent.Transactions = backend.TransactionHashes(b.Transactions), nil
+		}
+		return f(&lent, nil)
+	})
+}
+
+// TestObserverBackendNotBlamedForRefusal checks that a block lent whole,
+// which the service then refuses to show (its bodies asked for and not
+// kept), is a lookup the backend answered without failing.
+func TestObserverBackendNotBlamedForRefusal(t *testing.T) {
+	var seen []blockrpc.BackendInfo
+	obs := &blockrpc.Observer{Backend: func(_ context.Context, b blockrpc.BackendInfo) { seen = append(seen, b) }}
+	h := newHandler(hashesOnlyLender{newTestChain(t).store}, blockrpc.WithObserver(obs))
+	rec := serveBody(h, []byte(rpcRequest("eth_getBlockByNumber", `["0x1",true]`)))
+	checkError(t, parseAnswer(t, rec.Body.Bytes()), -32000, "transaction bodies are not available for this block")
+	if len(seen) != 1 || seen[0].Method != "BlockByNumber" || seen[0].Err != nil {
+		t.Errorf("the observer saw %+v, want one BlockByNumber that did not fail", seen)
+	}
+}

@@ -119,3 +119,19 @@ func TestParamsGetUncleByBlockHashAndIndex(t *testing.T) {
 		{`[` + short + `,"0x0",3]`, "invalid argument 0: hex string has length 62, want 64 for common.Hash"},
 	})
 }
+
+// TestUncleIndexErrorsNotHeldBack checks that an index that is not a hex
+// quantity is refused for what it is, before the arguments are counted, as
+// go-ethereum refuses it: only the empty index, which go-ethereum takes for
+// 0, is refused after every other check.
+func TestUncleIndexErrorsNotHeldBack(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	for _, tc := range []struct{ params, message string }{
+		{`["0x3","0xz",true]`, "invalid argument 1: json: cannot unmarshal invalid hex string into Go value of type hexutil.Uint"},
+		{`["0x3",5,true]`, "invalid argument 1: json: cannot unmarshal non-string into Go value of type hexutil.Uint"},
+		{`["0x3","",true]`, "too many arguments, want at most 2"},
+	} {
+		a := call(t, srv, rpcRequest("eth_getUncleByBlockNumberAndIndex", tc.params))
+		checkError(t, a, -32602, tc.message)
+	}
+}

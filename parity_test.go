@@ -110,3 +110,21 @@ func TestResponsesAreDropped(t *testing.T) {
 		t.Errorf("a batch with a response and a call = %s, want only the call's answer", got)
 	}
 }
+
+// TestParamsMakeNoResponse checks go-ethereum's rule for a message without
+// a method: with params it is not a response, which would be dropped, but
+// an invalid request, answered.
+func TestParamsMakeNoResponse(t *testing.T) {
+	srv := newServer(t, newTestChain(t).store)
+	for _, tc := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"params":[],"result":"0x1"}`,
+			`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request"}}`},
+		{`[{"jsonrpc":"2.0","id":1,"params":null,"error":{"code":1,"message":"x"}}]`,
+			`[{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"invalid request"}}]`},
+	} {
+		status, out := post(t, srv, tc.body)
+		if status != http.StatusOK || strings.TrimSuffix(string(out), "\n") != tc.want {
+			t.Errorf("%s\n got %d %s\nwant 200 %s", tc.body, status, out, tc.want)
+		}
+	}
+}
