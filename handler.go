@@ -19,9 +19,13 @@ import (
 
 // Handler serves the Service as JSON-RPC 2.0 over HTTP. It answers POST
 // requests with a JSON body at any path ending in /v3/<API_KEY>, so it can
-// be mounted under any prefix, with or without http.StripPrefix. Each
-// request's context reaches the backend: timeouts are the caller's, set on
-// the http.Server or by middleware.
+// be mounted under any prefix, with or without http.StripPrefix. Timeouts
+// are the caller's. The http.Server's bound the connection: a body still
+// arriving at its ReadTimeout gets 408, and an answer not out by its
+// WriteTimeout is cut, but neither cancels the request's context, so
+// neither stops the backend. A deadline on the request's context, set by
+// middleware, reaches the backend, and a call it ends is answered -32002
+// (request timed out).
 type Handler struct {
 	methods map[string]method
 	cfg     config

@@ -9,7 +9,10 @@
 // -32000 errors, HTTP 429 with Retry-After, and connections dropped without
 // an answer. Which request meets which fault is drawn from a seeded random
 // source: a test that sends its requests one after another sees the same
-// faults in every run.
+// faults in every run. A request meets one fault at most: the shares are
+// laid end to end (dropped, then rate limited, then server errors), so
+// that shares adding up to 1 or more leave no request answered, and the
+// last share is cut to what the others leave.
 package blockrpctest
 
 import (
@@ -103,7 +106,9 @@ func WithSeed(seed uint64) Option { return func(c *config) { c.seed = seed } }
 func WithKey(key string) Option { return func(c *config) { c.key = key } }
 
 // WithHandlerOptions passes options to blockrpc.NewHandler, after the key
-// set: WithGzip, WithBatchLimit, WithLimiter, ...
+// set: WithGzip, WithBatchLimit, WithLimiter, ... A WithKeys among them
+// replaces the server's key set, and Server.URL's key is then refused
+// unless the new set holds it.
 func WithHandlerOptions(opts ...blockrpc.Option) Option {
 	return func(c *config) { c.handlers = append(c.handlers, opts...) }
 }
