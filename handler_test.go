@@ -159,7 +159,7 @@ func TestHTTPMounting(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("/rpc/", http.StripPrefix("/rpc", h))
 	mux.Handle("/strip-slash/", http.StripPrefix("/strip-slash/", h))
-	mux.Handle("POST /eth/v3/{key}", h)
+	mux.Handle("/eth/v3/{key}", h) // the README's pattern, without a method
 	muxed := serve(t, mux)
 	bare := serve(t, h)
 
@@ -182,6 +182,10 @@ func TestHTTPMounting(t *testing.T) {
 			checkLatestOr(t, status, out, tc.want)
 		})
 	}
+	// Other methods reach the handler through the pattern: its JSON 405,
+	// not the mux's text.
+	resp, out := send(t, newRequest(t, http.MethodGet, muxed.URL+"/eth/v3/"+testKey, ""))
+	checkRefusal(t, resp.StatusCode, out, http.StatusMethodNotAllowed)
 }
 
 func TestLogging(t *testing.T) {
