@@ -62,7 +62,7 @@ func (h *Handler) serveJSONRPC(ctx context.Context, body []byte, a *answerWriter
 			}
 			mark := len(*out)
 			*out = h.answer(ctx, body, *out)
-			a.countError((*out)[mark:])
+			a.noteAnswer((*out)[mark:])
 		}
 		return
 	}
@@ -109,6 +109,7 @@ func (h *Handler) batch(ctx context.Context, batch []byte, elements [][2]int, a 
 			h.observeCall(ctx, element, (*out)[start:], time.Now(), 0)
 		case h.cfg.responseLimit > 0 && size > h.cfg.responseLimit:
 			*out = h.refuseCall(element, *out, codeResponseTooLarge, "response too large")
+			a.bare = true // go-ethereum's answer to a batch it cut short
 			h.observeCall(ctx, element, (*out)[start:], time.Now(), 0)
 		default:
 			*out = h.answer(ctx, element, *out)
@@ -119,7 +120,7 @@ func (h *Handler) batch(ctx context.Context, batch []byte, elements [][2]int, a 
 			continue
 		}
 		answered++
-		a.countError((*out)[start:])
+		a.noteAnswer((*out)[start:])
 		a.flushFull()
 	}
 	if answered > 0 {

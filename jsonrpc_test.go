@@ -1,10 +1,13 @@
 package blockrpc_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blockrpc/blockrpc"
 	"github.com/google/go-cmp/cmp"
@@ -393,6 +396,34 @@ func TestAnswerEnds(t *testing.T) {
 		_, out := post(t, srv, tc.body)
 		if ends := strings.HasSuffix(string(out), "\n"); ends != tc.newline {
 			t.Errorf("%s: the answer ends with a newline: %v, want %v: %q", tc.name, ends, tc.newline, out)
+		}
+	}
+
+	// go-ethereum writes its answers to calls past the request's deadline,
+	// and to a batch it cut short at its response limit, as it writes an
+	// error of the request as a whole.
+	chainID := `{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`
+	limited := newServer(t, newTestChain(t).store, blockrpc.WithResponseLimit(10))
+	for _, tc := range []struct {
+		name, body string
+		newline    bool
+	}{
+		{"a batch within the response limit", "[" + chainID + "," + chainID + "]", true},
+		{"a batch past the response limit", "[" + strings.Repeat(chainID+",", 3) + chainID + "]", false},
+	} {
+		_, out := post(t, limited, tc.body)
+		if ends := strings.HasSuffix(string(out), "\n"); ends != tc.newline {
+			t.Errorf("%s: the answer ends with a newline: %v, want %v: %q", tc.name, ends, tc.newline, out)
+		}
+	}
+	h := newHandler(newTestChain(t).store)
+	past, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	for _, body := range []string{byNumber("1", "0x0"), "[" + byNumber("1", "0x0") + "," + byNumber("2", "0x1") + "]"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, handlerRequest(past, body))
+		if out := rec.Body.String(); !strings.Contains(out, "request timed out") || strings.HasSuffix(out, "\n") {
+			t.Errorf("%s past its deadline: %q, want request timed out, without a newline", body, out)
 		}
 	}
 }

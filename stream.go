@@ -46,7 +46,8 @@ type answerWriter struct {
 	bodyHeld   int64        // the request body's bytes counted in it
 	shared     sharedResult // a cached result the single answer refers to
 	// bare is set for an error answered to the request as a whole (a
-	// parse error, an empty or too large batch), which go-ethereum writes
+	// parse error, an empty or too large batch, a batch past the response
+	// limit, a call past the request's deadline), which go-ethereum writes
 	// without the newline that ends its other answers.
 	bare bool
 }
@@ -114,9 +115,20 @@ func (a *answerWriter) releaseSlot() {
 	}
 }
 
-// countError counts answer, one call's, when it is an error.
-func (a *answerWriter) countError(answer []byte) {
-	if len(answer) > 0 && answerCode(answer) != 0 {
+// noteAnswer counts answer, one call's, when it is an error. A call ended
+// by the request's deadline makes the whole answer bare: go-ethereum writes
+// its timeout's answer, single or batch, as it writes an error of the
+// request as a whole.
+func (a *answerWriter) noteAnswer(answer []byte) {
+	if len(answer) == 0 {
+		return
+	}
+	switch answerCode(answer) {
+	case 0:
+	case codeTimeout:
+		a.errors++
+		a.bare = true
+	default:
 		a.errors++
 	}
 }
@@ -191,7 +203,9 @@ func (a *answerWriter) finish(observed bool) {
 	if !a.streaming {
 		a.writeWhole(out)
 	} else if a.err == nil {
-		*a.buf = append(out, '\n')
+		if !a.bare {
+			*a.buf = append(out, '\n')
+		}
 		a.flush()
 		if a.zip != nil {
 			a.zipped.Reset()
