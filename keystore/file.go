@@ -58,9 +58,10 @@ type fileKey struct {
 // a limit that Create would refuse) is refused, not served in part.
 func OpenFile(path string) (*File, error) {
 	f := &File{path: path}
-	// Only one process writes the file, so any temporary file beside it
-	// is one a crash left mid-save.
-	removeTemporaries(path)
+	// A save's temporary file left for a minute is one a crash left: a
+	// save takes milliseconds, and only one process writes the file (a
+	// second may open it to read).
+	removeTemporaries(path, time.Now().Add(-time.Minute))
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -103,9 +104,6 @@ func OpenFile(path string) (*File, error) {
 
 // key is the key fk holds, its values checked as Create checks them.
 func (fk fileKey) key() (Key, error) {
-	if fk.ID == "" {
-		return Key{}, errors.New("it has no id")
-	}
 	d, err := ParseDigest(fk.Digest)
 	if err != nil {
 		return Key{}, err
@@ -119,14 +117,18 @@ func (fk fileKey) key() (Key, error) {
 }
 
 // removeTemporaries removes the files save makes beside the store's
-// (os.CreateTemp's name: the pattern's star a decimal number).
-func removeTemporaries(path string) {
+// (os.CreateTemp's name: the pattern's star a decimal number) last
+// changed before then.
+func removeTemporaries(path string, before time.Time) {
 	prefix := filepath.Base(path) + "."
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	for _, e := range entries {
 		rest, isOurs := strings.CutPrefix(e.Name(), prefix)
 		number, isTemporary := strings.CutSuffix(rest, ".tmp")
-		if isOurs && isTemporary && number != "" && strings.Trim(number, "0123456789") == "" && e.Type().IsRegular() {
+		if !isOurs || !isTemporary || number == "" || strings.Trim(number, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().Before(before) {
 			os.Remove(filepath.Join(filepath.Dir(path), e.Name()))
 		}
 	}

@@ -37,11 +37,14 @@ type Key struct {
 	Used Totals
 }
 
-// Check checks k's label and limit as NewKey does (CheckLabel,
-// CheckLimit): it trims the label's spaces and gives a rate without a
-// burst its default burst. Store.Create checks a key so before it stores
-// it.
+// Check checks that k has an id, and its label and limit as NewKey does
+// (CheckLabel, CheckLimit): it trims the label's spaces and gives a rate
+// without a burst its default burst. Store.Create checks a key so before
+// it stores it.
 func (k *Key) Check() error {
+	if k.ID == "" {
+		return ErrNoID
+	}
 	label, err := CheckLabel(k.Label)
 	if err != nil {
 		return err
@@ -139,6 +142,7 @@ const (
 
 // Errors of the values of a key. Each names the rule the value broke.
 var (
+	ErrNoID  = errors.New("keystore: a key needs an id")
 	ErrLabel = errors.New("keystore: a label is at most 200 bytes of UTF-8 text, without control characters")
 	ErrLimit = errors.New("keystore: a limit is a rate of 0 (none of its own) to 1000000 calls a second, and a burst of 1 to 1000000 calls with a rate, none without")
 )

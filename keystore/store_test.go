@@ -171,7 +171,8 @@ func TestFileRefusesBrokenRules(t *testing.T) {
 
 // TestFileRemovesTemporaries opens a store beside the temporary files
 // that saves cut short by a crash leave: they are removed, and files of
-// other names are not.
+// other names are not, nor one changed in the last minute, which may be a
+// save under way in the process that writes the store.
 func TestFileRemovesTemporaries(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "keys.json")
@@ -179,9 +180,13 @@ func TestFileRemovesTemporaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	left := []string{"keys.json.123456.tmp", "keys.json.7.tmp"}
-	kept := []string{"keys.json.backup.tmp", "keys.json..tmp", "123.tmp", "other.json.5.tmp", "keys.json.5"}
+	kept := []string{"keys.json.backup.tmp", "keys.json..tmp", "123.tmp", "other.json.5.tmp", "keys.json.5", "keys.json.99.tmp"}
+	old := time.Now().Add(-2 * time.Minute)
 	for _, name := range slices.Concat(left, kept) {
 		os.WriteFile(filepath.Join(dir, name), []byte(`{"format":1,"keys":[`), 0o600)
+		if name != "keys.json.99.tmp" { // being written
+			os.Chtimes(filepath.Join(dir, name), old, old)
+		}
 	}
 	if _, err := keystore.OpenFile(path); err != nil {
 		t.Fatal(err)
@@ -267,5 +272,44 @@ func TestRecordByMinute(t *testing.T) {
 				t.Errorf("Minutes = %+v, %v; want 2 requests at %v", got, err, minute)
 			}
 		})
+	}
+}
+
+// TestFileOpenedBesideItsWriter opens a store again and again, as a tool
+// reading it may, while the process that writes it saves changes: every
+// save succeeds, and each open reads a whole file.
+func TestFileOpenedBesideItsWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "keys.json")
+	f, err := keystore.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	opened := make(chan error, 1)
+	go func() {
+		defer close(opened)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := keystore.OpenFile(path); err != nil {
+				opened <- err
+				return
+			}
+		}
+	}()
+	for i := range 100 {
+		_, k, _ := keystore.NewKey(fmt.Sprint("key ", i), 0, 0, time.Now())
+		if err := f.Create(ctx, k); err != nil {
+			t.Errorf("save %d beside an OpenFile of the same path: %v", i, err)
+			break
+		}
+	}
+	close(done)
+	if err := <-opened; err != nil {
+		t.Errorf("OpenFile beside the writer: %v", err)
 	}
 }

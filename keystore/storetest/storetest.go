@@ -118,20 +118,25 @@ func createAndRead(t *testing.T, s keystore.Store) {
 	}
 	// Create checks a key as NewKey does, whoever made it.
 	_, bad := newKey(t, "bad", 0, 0)
-	for name, change := range map[string]func(k *keystore.Key){
-		"a label too long":       func(k *keystore.Key) { k.Label = strings.Repeat("x", keystore.MaxLabel+1) },
-		"a label with a control": func(k *keystore.Key) { k.Label = "a\tb" },
-		"a negative rate":        func(k *keystore.Key) { k.Rate, k.Burst = -1, 1 },
-		"a burst without a rate": func(k *keystore.Key) { k.Burst = 3 },
+	for _, tc := range []struct {
+		name   string
+		change func(k *keystore.Key)
+		want   error
+	}{
+		{"a label too long", func(k *keystore.Key) { k.Label = strings.Repeat("x", keystore.MaxLabel+1) }, keystore.ErrLabel},
+		{"a label with a control", func(k *keystore.Key) { k.Label = "a\tb" }, keystore.ErrLabel},
+		{"a negative rate", func(k *keystore.Key) { k.Rate, k.Burst = -1, 1 }, keystore.ErrLimit},
+		{"a burst without a rate", func(k *keystore.Key) { k.Burst = 3 }, keystore.ErrLimit},
+		{"no id", func(k *keystore.Key) { k.ID = "" }, keystore.ErrNoID},
 	} {
 		k := bad
-		change(&k)
-		if err := s.Create(ctx, k); !errors.Is(err, keystore.ErrLabel) && !errors.Is(err, keystore.ErrLimit) {
-			t.Errorf("Create with %s: %v, want ErrLabel or ErrLimit", name, err)
+		tc.change(&k)
+		if err := s.Create(ctx, k); !errors.Is(err, tc.want) {
+			t.Errorf("Create with %s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	if keys, _ := s.Keys(ctx); len(keys) != 3 {
-		t.Errorf("after six refused creations: %d keys, want 3", len(keys))
+		t.Errorf("after seven refused creations: %d keys, want 3", len(keys))
 	}
 	_, c := newKey(t, "x", 0, 0)
 	c.Label, c.Rate, c.Burst = "  padded  ", 2.5, 0
