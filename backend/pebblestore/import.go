@@ -12,8 +12,9 @@ import (
 
 // ImportOptions are ImportDump's; the zero value works.
 type ImportOptions struct {
-	// Logger is told what the dump misses (memstore.Loader's summary:
-	// holes, repeated lines, lines out of order); nil means slog.Default.
+	// Logger, when set, is told what the dump misses (memstore.Loader's
+	// summary: holes, repeated lines, lines out of order), as pgstore's
+	// ImportOptions.Logger is.
 	Logger *slog.Logger
 	// Progress, when set, is called after each block taken with the
 	// number of blocks taken so far: written, or found stored already.

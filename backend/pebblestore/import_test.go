@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func TestImportDumpOfAnotherChainsTail(t *testing.T) {
 		if !errors.Is(err, ErrOtherChain) || !errors.As(err, &le) || le.Line != 1 {
 			t.Errorf("another chain's blocks from %s: %v; want ErrOtherChain on line 1", tail[:min(40, len(tail))], err)
 		}
-		if after := contents(t, s); len(after) != len(before) {
+		if after := contents(t, s); !maps.Equal(after, before) {
 			t.Errorf("the refused import changed the store: %d keys, then %d", len(before), len(after))
 		}
 		backendtest.TestBackend(t, s, a.Store())
@@ -78,7 +79,7 @@ func TestImportDumpAgain(t *testing.T) {
 	if taken != blocks {
 		t.Errorf("imported again, Progress told of %d blocks, want the dump's %d, found stored", taken, blocks)
 	}
-	if after := contents(t, s); len(after) != len(before) {
+	if after := contents(t, s); !maps.Equal(after, before) {
 		t.Fatalf("the second import changed the store: %d keys, then %d", len(before), len(after))
 	}
 	if latest, err := s.BlockByNumber(ctx, backend.Latest); err != nil || latest.Hash != side.Hash {
