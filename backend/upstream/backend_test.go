@@ -1,6 +1,7 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
 	"github.com/blockrpc/blockrpc/blockrpctest"
+	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 	"github.com/blockrpc/blockrpc/memstore/demo"
@@ -1292,5 +1294,267 @@ func TestFinalNumberFromOtherBranch(t *testing.T) {
 	if got.Hash != a.Block(10).Hash {
 		t.Fatalf("with the address back on the finalized chain, final block 10 is still %s (extraData %q), the minority branch's; want %s",
 			got.Hash, got.ExtraData, a.Block(10).Hash)
+	}
+}
+
+// TestFinalNumberWithoutTheFinalizedBlock has an endpoint answer null for
+// the finalized block's number in the request that reads a final block by
+// number: it is not known to be on the finalized chain (a node of a load
+// balancer that has not got there, or is on a branch), and its block,
+// which would be cached for that number for good, is refused. An honest
+// second endpoint serves it.
+func TestFinalNumberWithoutTheFinalizedBlock(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fin := storeBlock(t, store, backend.Finalized)
+	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
+	finNumber := quoted(hexutil.EncodeUint64(fin.Number))
+	nullFinalized := func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 0 && bytes.Equal(params[0], finNumber) {
+			return json.RawMessage("null")
+		}
+		return result
+	}
+
+	liar := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, liar.URL)
+	liar.SetRewrite(nullFinalized)
+	got, err := up.BlockByNumber(ctx, backend.BlockNumber(target.Number))
+	checkRefused(t, "a final block from an endpoint without the finalized block", got, err)
+
+	liar2, honest := newFakeNode(t, store), newFakeNode(t, store)
+	up2 := openUp(t, upstream.Config{PollInterval: idle}, liar2.URL, honest.URL)
+	liar2.SetRewrite(nullFinalized)
+	got, err = up2.BlockByNumber(ctx, backend.BlockNumber(target.Number))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffAnswer(got, target); d != "" {
+		t.Fatal(d)
+	}
+	if st := up2.Status(); st[0].Healthy || !st[1].Healthy {
+		t.Errorf("status %+v: want the first endpoint unhealthy, the second healthy", st)
+	}
+}
+
+// withoutHashes drops a block object's hash and each of its transaction
+// objects' blockHash.
+func withoutHashes(block json.RawMessage) json.RawMessage {
+	block = dropMember(block, "hash")
+	var txs []json.RawMessage
+	if json.Unmarshal(member(block, "transactions"), &txs) != nil {
+		return block
+	}
+	for i, tx := range txs {
+		if len(tx) > 0 && tx[0] == '{' {
+			txs[i] = dropMember(tx, "blockHash")
+		}
+	}
+	list, _ := json.Marshal(txs)
+	return setMember(block, "transactions", list)
+}
+
+// TestAboveTheHeadNotCachedByNumber reads block 41 while the tracker's
+// head is 40 (the endpoint a poll ahead, its polls failing), from a branch
+// that the chain then leaves: the endpoint reorganises to another block
+// 41 and finalizes past it. Block 41 is then the new branch's, not the
+// one read above the head, kept as if it had been final.
+func TestAboveTheHeadNotCachedByNumber(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 12})
+	b.AddBlocks(40, chaintest.Txs(1))
+	x, y := b.Fork(40), b.Fork(40)
+	x.AddBlocks(2, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("x"))
+		chaintest.Txs(1)(i, g)
+	})
+	y.AddBlocks(5, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("y"))
+		chaintest.Txs(2)(i, g)
+	})
+	storeA := copyStore(t, b.Store(), nil)
+	storeX := copyBlocks(t, b.Store(), x.Head())
+	storeY := copyBlocks(t, b.Store(), y.Head())
+	for _, f := range []struct {
+		s *memstore.Store
+		n uint64
+	}{{storeA, 10}, {storeX, 10}, {storeY, 43}} {
+		if err := f.s.SetFinalized(f.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := newFakeNode(t, storeA)
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, Timeout: 200 * time.Millisecond}, node.URL)
+	ctx := context.Background()
+
+	// The polls fail from now on (one under way may still answer, from
+	// storeA), and the endpoint moves on to branch x.
+	var refused atomic.Int64
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(requestBody(r), `"latest"`) {
+			refused.Add(1)
+			http.Error(w, "busy", http.StatusInternalServerError)
+			return true
+		}
+		return false
+	})
+	eventually(t, "two polls refused", func() bool { return refused.Load() >= 2 })
+	node.SetStore(storeX)
+	got, err := up.BlockByNumber(ctx, 41)
+	if err != nil {
+		t.Fatalf("block 41, above the head: %v", err)
+	}
+	if got.Hash != x.Block(41).Hash {
+		t.Fatalf("block 41, above the head: %s, want branch x's %s", got.Hash, x.Block(41).Hash)
+	}
+
+	// The endpoint reorganises to branch y and finalizes its block 43.
+	node.SetStore(storeY)
+	node.SetFault(nil)
+	eventually(t, "finalized 43", func() bool {
+		f, err := up.BlockByNumber(ctx, backend.Finalized)
+		return err == nil && f.Number == 43
+	})
+	got, err = up.BlockByNumber(ctx, 41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := y.Block(41); got.Hash != want.Hash {
+		t.Fatalf("final block 41 is %s (extraData %q), the block read above the head before the reorganisation; want %s", got.Hash, got.ExtraData, want.Hash)
+	}
+}
+
+// TestStatusHealthyAtMaxLag has endpoints MaxLag and MaxLag+1 blocks
+// behind the best, MaxLag left at its default, 3: the first is healthy
+// (it is used), the second is not.
+func TestStatusHealthyAtMaxLag(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 13})
+	b.AddBlocks(20, chaintest.Txs(1))
+	best := newFakeNode(t, b.Store())
+	atMax := newFakeNode(t, prefixStore(t, b.Store(), 17))
+	past := newFakeNode(t, prefixStore(t, b.Store(), 16))
+	up := openUp(t, upstream.Config{PollInterval: idle}, best.URL, atMax.URL, past.URL)
+	st := up.Status()
+	if !st[0].Healthy || st[0].Lag != 0 {
+		t.Errorf("the best endpoint: %+v, want healthy", st[0])
+	}
+	if !st[1].Healthy || st[1].Lag != 3 {
+		t.Errorf("an endpoint MaxLag behind: %+v, want healthy, lag 3", st[1])
+	}
+	if st[2].Healthy || st[2].Lag != 4 {
+		t.Errorf("an endpoint MaxLag+1 behind: %+v, want unhealthy, lag 4", st[2])
+	}
+}
+
+// TestCloseDuringPollIsNoFailure closes the Backend while a poll waits on
+// the endpoint: the poll ends, and that is not the endpoint's failure. No
+// warning is logged of it.
+func TestCloseDuringPollIsNoFailure(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 14})
+	b.AddBlocks(5, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	logs := &logSink{}
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, Timeout: 5 * time.Second, Logger: slog.New(logs)}, node.URL)
+	var hanging atomic.Int64
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if asksFor(r, "eth_getBlockByNumber") && strings.Contains(requestBody(r), `"latest"`) {
+			hanging.Add(1)
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	eventually(t, "a poll waiting on the endpoint", func() bool { return hanging.Load() > 0 })
+	up.Close()
+	if recs := logs.matching(slog.LevelWarn, "endpoint failed"); len(recs) > 0 {
+		t.Errorf("closing the Backend during a poll logged the endpoint as failing: %v", recs)
+	}
+}
+
+// TestMalformedAnswerIsNoNull has an endpoint answer a block by hash with
+// what JSON-RPC does not allow: an answer with neither result nor error,
+// one under an id that was not asked, no answer at all. Each is the
+// endpoint's failure, never "not found" (a client would get null for a
+// block that exists), and never takes the process down; an honest second
+// endpoint serves the block.
+func TestMalformedAnswerIsNoNull(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
+	for _, tc := range []struct{ name, answer string }{
+		{"neither result nor error", `{"jsonrpc":"2.0","id":0}`},
+		{"an id past the calls", `{"jsonrpc":"2.0","id":1,"result":null}`},
+		{"no answer in a batch", `[]`},
+		{"the one call answered twice", `[{"jsonrpc":"2.0","id":0,"result":null},{"jsonrpc":"2.0","id":0,"result":null}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fault := func(w http.ResponseWriter, r *http.Request) bool {
+				if !asksFor(r, "eth_getBlockByHash") {
+					return false
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(tc.answer))
+				return true
+			}
+			node := newFakeNode(t, store)
+			up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+			node.SetFault(fault)
+			got, err := up.BlockByHash(ctx, target.Hash)
+			checkRefused(t, tc.name, got, err)
+
+			bad, honest := newFakeNode(t, store), newFakeNode(t, store)
+			up2 := openUp(t, upstream.Config{PollInterval: idle}, bad.URL, honest.URL)
+			bad.SetFault(fault)
+			got, err = up2.BlockByHash(ctx, target.Hash)
+			if err != nil {
+				t.Fatalf("with an honest second endpoint: %v", err)
+			}
+			if d := diffAnswer(got, target); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// TestFinalReadAfterByHashServedFromCache reads a final block by hash
+// first, then by number: the block, cached by hash, is then known by its
+// number too, and answered from the cache while the endpoint is down.
+func TestFinalReadAfterByHashServedFromCache(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	if _, err := up.BlockByHash(ctx, target.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.BlockByNumber(ctx, backend.BlockNumber(target.Number)); err != nil {
+		t.Fatal(err)
+	}
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	got, err := up.BlockByNumber(ctx, backend.BlockNumber(target.Number))
+	if err != nil {
+		t.Fatalf("final block %d, cached, while the endpoint is down: %v", target.Number, err)
+	}
+	if d := diffAnswer(got, target); d != "" {
+		t.Fatal(d)
 	}
 }

@@ -58,6 +58,10 @@ var batchRefusals = []struct {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}`)
 	}},
+	{"-32600 without a word of batches", 4, func(w http.ResponseWriter, firstID json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `[{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":"invalid request"}}]`, firstID)
+	}},
 	{"HTTP 413", 8, func(w http.ResponseWriter, _ json.RawMessage) {
 		http.Error(w, "request entity too large", http.StatusRequestEntityTooLarge)
 	}},

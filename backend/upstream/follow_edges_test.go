@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -284,4 +285,227 @@ func TestFollowKeepsFinality(t *testing.T) {
 	}
 	node.SetStore(grown)
 	waitSynced(t, f, dst, grown)
+}
+
+// TestFollowReorgToSameHeight has the endpoint reorganise to a branch of
+// the same height as the store's: the follower switches to it.
+func TestFollowReorgToSameHeight(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(preMerge)
+	blocksWithUncles(b, 20)
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, node.Store())
+	old := branch(b, 19, 20)
+	side := b.Fork(18)
+	side.AddBlocks(2, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("side"))
+		chaintest.Txs(1)(i, g)
+	})
+	side.Reorg()
+	reorgTo(t, node, b)
+	waitSynced(t, f, dst, node.Store())
+	sameChain(t, dst, node.Store(), 0)
+	offChain(t, dst, old)
+}
+
+// TestFollowKeepsTheFinalizedBlockItself has the endpoint switch to a
+// branch that leaves the chain right below the finalized block 20: it
+// would replace block 20 itself, and is not followed.
+func TestFollowKeepsTheFinalizedBlockItself(t *testing.T) {
+	t.Parallel()
+	a, storeA, storeB := minorityForkAt(t, 19)
+	node := newFakeNode(t, storeA)
+	dst, f := followToFinalized(t, node, storeA)
+	node.SetStore(storeB)
+	waitFor(t, "the branch refused, or followed", func() bool {
+		return len(f.logs.find("following failed")) > 0 || latestHash(dst) == storeBlock(t, storeB, backend.Latest).Hash
+	})
+	if b := storeBlock(t, dst, 20); b.Hash != a.Block(20).Hash {
+		t.Fatalf("finalized block 20 replaced by %s (extraData %q)", b.Hash, b.ExtraData)
+	}
+}
+
+// TestFollowForkBelowFirstBlockFatal follows a store that starts at
+// block 20, then has the endpoint reorganise to a branch that leaves the
+// chain at block 15, below it: the store cannot hold that chain, and Run
+// stops with an error rather than write the branch.
+func TestFollowForkBelowFirstBlockFatal(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(allForks)
+	b.AddBlocks(25, chaintest.Txs(1))
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	from := storeBlock(t, b.Store(), 20)
+	f, err := upstream.NewFollower(dst, upstream.FollowConfig{Endpoint: node.URL, From: 20, FromTotalDifficulty: from.TotalDifficulty,
+		PollInterval: testPoll, Logger: slog.New(&logRecorder{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	head := b.Block(25).Hash
+	waitFor(t, "block 25 in the store", func() bool { return latestHash(dst) == head })
+
+	side := b.Fork(15)
+	side.AddBlocks(12, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("side"))
+		chaintest.Txs(1)(i, g)
+	})
+	side.Reorg()
+	reorgTo(t, node, b)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "below its first block") {
+			t.Fatalf("Run returned %v, want an error saying the branch forks below the store's first block", err)
+		}
+	case <-time.After(waitTimeout):
+		cancel()
+		<-done
+		t.Fatalf("Run went on following a branch that forks below the store's first block; the store's head is %s", latestHash(dst))
+	}
+	if got := storeBlock(t, dst, 20); got.Hash != from.Hash {
+		t.Errorf("the store's block 20 is %s, want %s", got.Hash, from.Hash)
+	}
+}
+
+// TestFollowReplacedFirstBlockTotalDifficulty follows a proof-of-work
+// store that starts at block 20 through a reorganisation that replaces
+// block 20: the new block 20 has its parent's total difficulty, the old
+// one's less its difficulty, plus its own; and so has every block above.
+func TestFollowReplacedFirstBlockTotalDifficulty(t *testing.T) {
+	t.Parallel()
+	b, node, dst, f := followFromBlock20(t, preMerge, 25)
+	side := b.Fork(19)
+	side.AddBlocks(7, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("side"))
+		chaintest.Txs(1)(i, g)
+	})
+	side.Reorg()
+	reorgTo(t, node, b)
+	waitSynced(t, f, dst, node.Store())
+	for _, n := range []uint64{20, 26} {
+		got, want := storeBlock(t, dst, backend.BlockNumber(n)), side.Block(n)
+		if got.Hash != want.Hash {
+			t.Fatalf("block %d is %s, want the side branch's %s", n, got.Hash, want.Hash)
+		}
+		if got.TotalDifficulty == nil || want.TotalDifficulty == nil || !got.TotalDifficulty.Eq(want.TotalDifficulty) {
+			t.Errorf("block %d: totalDifficulty %v, want %v", n, got.TotalDifficulty, want.TotalDifficulty)
+		}
+	}
+}
+
+// TestFollowTagOfAnotherBlockNotSet has the endpoint give as finalized a
+// block the store holds another of at that number: the store's block is
+// not marked finalized.
+func TestFollowTagOfAnotherBlockNotSet(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(allForks)
+	b.AddBlocks(22, chaintest.Txs(1))
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, node.Store())
+	polls := countPolls(node)
+	other := quoted("0x" + strings.Repeat("77", 32))
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 0 && string(params[0]) == `"finalized"` {
+			r := setMember(storeBlock(t, b.Store(), 15).AppendJSON(nil, false), "hash", other)
+			return r
+		}
+		return result
+	})
+	from := polls.Load()
+	waitFor(t, "three polls", func() bool { return polls.Load() >= from+3 })
+	if n := tagNumber(dst, backend.Finalized); n >= 0 {
+		t.Fatalf("the store's block %d marked finalized, for another block the endpoint gave at that number", n)
+	}
+}
+
+// TestFollowFirstBlockOfAnotherNumberRefused has the endpoint answer
+// block 21 when the follower, starting from block 20, asks for block 20:
+// it is refused and asked again, and the store starts at block 20.
+func TestFollowFirstBlockOfAnotherNumberRefused(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(allForks)
+	b.AddBlocks(25, chaintest.Txs(1))
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	next := b.Block(21)
+	var given atomic.Int64
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 1 && string(params[0]) == `"0x14"` && string(params[1]) == "true" {
+			given.Add(1)
+			return next.AppendJSON(nil, true)
+		}
+		return result
+	})
+	dst := memstore.New()
+	from := storeBlock(t, b.Store(), 20)
+	f := startFollower(t, dst, node, upstream.FollowConfig{From: 20, FromTotalDifficulty: from.TotalDifficulty})
+	waitFor(t, "block 21 given for block 20", func() bool { return given.Load() > 0 })
+	node.SetRewrite(nil)
+	waitSynced(t, f, dst, node.Store())
+	if first := storeBlock(t, dst, backend.Earliest); first.Hash != from.Hash {
+		t.Fatalf("the store's first block is block %d %s, want block 20 %s", first.Number, first.Hash, from.Hash)
+	}
+}
+
+// TestFollowStartFirstBlockOfAnotherNumber starts a follower on a store
+// that holds the endpoint's chain, and answers block 1 once for the
+// store's first block, block 0: that answer is refused and asked again,
+// not taken for another chain, which would stop the follower.
+func TestFollowStartFirstBlockOfAnotherNumber(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(allForks)
+	b.AddBlocks(5, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	dst := snapshot(t, b.Store())
+	one := b.Block(1)
+	var wrong atomic.Bool
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && string(params[0]) == `"0x0"` && wrong.CompareAndSwap(false, true) {
+			return one.AppendJSON(nil, false)
+		}
+		return result
+	})
+	b.AddBlocks(2, chaintest.Txs(1))
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, b.Store())
+	if !wrong.Load() {
+		t.Fatal("no answer for block 0 was replaced: the test sees nothing")
+	}
+}
+
+// TestFollowPendingOnAnotherParentNotTaken has the endpoint's pending
+// block name another parent than the store's head: it is not taken as the
+// store's pending block.
+func TestFollowPendingOnAnotherParentNotTaken(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(allForks)
+	b.AddBlocks(22, chaintest.Txs(1))
+	b.SetPending(func(g *chaintest.BlockGen) { chaintest.Txs(1)(0, g) })
+	node := newFakeNode(t, snapshot(t, b.Store()))
+	dst := memstore.New()
+	f := startFollower(t, dst, node, upstream.FollowConfig{})
+	waitSynced(t, f, dst, node.Store())
+	waitFor(t, "the pending block in the store", func() bool {
+		_, err := dst.BlockByNumber(context.Background(), backend.Pending)
+		return err == nil
+	})
+	polls := countPolls(node)
+	other := quoted(b.Block(19).Hash.String())
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 0 && string(params[0]) == `"pending"` {
+			return setMember(result, "parentHash", other)
+		}
+		return result
+	})
+	from := polls.Load()
+	waitFor(t, "three polls", func() bool { return polls.Load() >= from+3 })
+	if p, err := dst.BlockByNumber(context.Background(), backend.Pending); err == nil {
+		t.Fatalf("the store's pending block has parent %s, not its head %s", p.ParentHash, latestHash(dst))
+	}
 }

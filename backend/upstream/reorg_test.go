@@ -1,11 +1,15 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
+	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/blockrpc/blockrpc/memstore"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
 )
@@ -309,4 +314,242 @@ func TestReorgConcurrentReaders(t *testing.T) {
 		t.Errorf("and %d more answers of no branch served during their request", wrong-10)
 	}
 	t.Logf("%d answers over %d flips (%v), every one of a branch served during its request", len(reads), len(flips)-1, counts)
+}
+
+// TestViewFromEndpointAtMaxLag prefers an endpoint exactly MaxLag blocks
+// behind the best: it is within MaxLag, and its chain makes the view.
+func TestViewFromEndpointAtMaxLag(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 15})
+	b.AddBlocks(20, chaintest.Txs(1))
+	atMax := newFakeNode(t, prefixStore(t, b.Store(), 17))
+	best := newFakeNode(t, b.Store())
+	up := openUp(t, upstream.Config{PollInterval: idle, MaxLag: 3}, atMax.URL, best.URL)
+	got, err := up.BlockByNumber(context.Background(), backend.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Number != 17 {
+		t.Errorf("latest is block %d, want 17, the head of the preferred endpoint, MaxLag behind", got.Number)
+	}
+}
+
+// TestForgedHighHeadDoesNotStallTheView has an endpoint claim a head far
+// above the chain's (a header whose hash holds, but whose chain does
+// not), then fail its polls: its claim does not count, and the honest
+// endpoint's head goes on making the view.
+func TestForgedHighHeadDoesNotStallTheView(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 16})
+	b.AddBlocks(20, chaintest.Txs(1))
+	honest := newFakeNode(t, copyStore(t, b.Store(), nil))
+	liar := newFakeNode(t, b.Store())
+	liar.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method != "eth_getBlockByNumber" || len(params) == 0 || string(params[0]) != `"latest"` {
+			return result
+		}
+		return reencoded(func(h *backend.Block) {
+			h.Number = 1000
+			h.Hash = backend.HeaderHash(&h.Header)
+		})(result)
+	})
+	// A long Timeout keeps the view fresh for long past untilTimeout: the
+	// liar's claim must not count even while it is.
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, Timeout: time.Minute}, honest.URL, liar.URL)
+	ctx := context.Background()
+	if got, err := up.BlockByNumber(ctx, backend.Latest); err != nil || got.Number != 20 {
+		t.Fatalf("latest: %v (%v), want block 20", hashOf(got), err)
+	}
+	liar.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusInternalServerError)
+		return true
+	})
+	b.AddBlocks(3, chaintest.Txs(1))
+	honest.SetStore(copyStore(t, b.Store(), nil))
+	eventually(t, "latest block 23", func() bool {
+		got, err := up.BlockByNumber(ctx, backend.Latest)
+		return err == nil && got.Number == 23
+	})
+}
+
+// countPolls makes node count the polls it is sent, and lets them through.
+func countPolls(node *fakeNode) *atomic.Int64 {
+	var polls atomic.Int64
+	node.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(requestBody(r), `"latest"`) {
+			polls.Add(1)
+		}
+		return false
+	})
+	return &polls
+}
+
+// TestHeadBackAtTheFinalizedBlockRefused has the tracker's endpoint go
+// down, leaving one without finality whose head is the block finalized
+// before: its head is not above it, and does not make the view. The
+// latest block is never taken back to the finalized one; the tags go
+// stale instead.
+func TestHeadBackAtTheFinalizedBlockRefused(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 17})
+	b.AddBlocks(30, chaintest.Txs(1))
+	store := copyStore(t, b.Store(), nil)
+	if err := store.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	good, behind := newFakeNode(t, store), newFakeNode(t, prefixStore(t, b.Store(), 20))
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, Timeout: 200 * time.Millisecond}, good.URL, behind.URL)
+	ctx := context.Background()
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	polls := countPolls(behind)
+	var got *backend.Block
+	eventually(t, "the head unknown, or taken back", func() bool {
+		var err error
+		got, err = up.BlockByNumber(ctx, backend.Latest)
+		return err != nil && strings.Contains(err.Error(), "the head is unknown") || err == nil && got.Number < 30
+	})
+	// Stale, the view is open to any endpoint that answers: a few more
+	// polls of the one behind.
+	from := polls.Load()
+	eventually(t, "three more polls", func() bool { return polls.Load() >= from+3 })
+	got, err := up.BlockByNumber(ctx, backend.Latest)
+	if err == nil {
+		t.Errorf("latest is block %d, taken back to the finalized block by an endpoint without finality", got.Number)
+	}
+}
+
+// TestFinalizedHashChangedRefused has the tracker's endpoint give another
+// hash for the block it had finalized (a block of another branch at that
+// number) as its head moves on: the finalized block stays the one
+// finalized before.
+func TestFinalizedHashChangedRefused(t *testing.T) {
+	t.Parallel()
+	a, storeA, storeB := minorityFork(t)
+	want := storeBlock(t, storeA, 20)
+	other := storeBlock(t, storeB, 20)
+	node := newFakeNode(t, storeA)
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond}, node.URL)
+	ctx := context.Background()
+	polls := countPolls(node)
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 0 && string(params[0]) == `"finalized"` {
+			return other.AppendJSON(nil, false)
+		}
+		return result
+	})
+	a.AddBlocks(1, chaintest.Txs(1))
+	moved := copyStore(t, a.Store(), nil)
+	if err := moved.SetFinalized(20); err != nil {
+		t.Fatal(err)
+	}
+	node.SetStore(moved)
+	from := polls.Load()
+	eventually(t, "three polls", func() bool { return polls.Load() >= from+3 })
+	got, err := up.BlockByNumber(ctx, backend.Finalized)
+	if err == nil && got.Hash != want.Hash {
+		t.Fatalf("the finalized block is %s (extraData %q), another branch's; want %s", got.Hash, got.ExtraData, want.Hash)
+	}
+}
+
+// TestBranchLeavingFinalizedBlockRefused has the tracker's endpoint go
+// down, leaving one on a branch that left the finalized block (a node
+// stuck on a minority fork, within MaxLag) whose own finalized block is
+// higher: its chain does not hold the block finalized before, and it does
+// not make the view.
+func TestBranchLeavingFinalizedBlockRefused(t *testing.T) {
+	t.Parallel()
+	_, storeA, storeB := minorityFork(t)
+	if err := storeB.SetFinalized(25); err != nil {
+		t.Fatal(err)
+	}
+	want := storeBlock(t, storeA, 20)
+	good, forked := newFakeNode(t, storeA), newFakeNode(t, storeB)
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond}, good.URL, forked.URL)
+	ctx := context.Background()
+	if got, err := up.BlockByNumber(ctx, backend.Finalized); err != nil || got.Hash != want.Hash {
+		t.Fatalf("finalized: %s (%v), want %s", hashOf(got), err, want.Hash)
+	}
+	good.SetFault(func(w http.ResponseWriter, r *http.Request) bool {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return true
+	})
+	polls := countPolls(forked)
+	eventually(t, "three polls of the forked endpoint", func() bool { return polls.Load() >= 3 })
+	got, err := up.BlockByNumber(ctx, backend.Finalized)
+	if err == nil && got.Hash != want.Hash {
+		t.Fatalf("the finalized block is block %d %s (extraData %q), the minority branch's; want block 20 %s", got.Number, got.Hash, got.ExtraData, want.Hash)
+	}
+	got, err = up.BlockByNumber(ctx, 10)
+	if err == nil && got.Hash != storeBlock(t, storeA, 10).Hash {
+		t.Fatalf("final block 10 is %s (extraData %q), the minority branch's", got.Hash, got.ExtraData)
+	}
+}
+
+// TestParentWithAnotherNumberRefused has the endpoint give a head whose
+// parent hash names the block two below it (a header whose hash holds,
+// on a chain that does not): the walk refuses it, and a block by number
+// is never served as another number.
+func TestParentWithAnotherNumberRefused(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 18})
+	b.AddBlocks(30, chaintest.Txs(1))
+	node := newFakeNode(t, b.Store())
+	// No finality: the walk goes down to ReorgDepth below the head, no
+	// further.
+	up := openUp(t, upstream.Config{PollInterval: 5 * time.Millisecond, ReorgDepth: 5}, node.URL)
+	ctx := context.Background()
+	grandparent := b.Block(28).Hash
+	polls := countPolls(node)
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method != "eth_getBlockByNumber" || len(params) == 0 || string(params[0]) != `"latest"` {
+			return result
+		}
+		return reencoded(func(h *backend.Block) {
+			h.ParentHash = grandparent
+			h.Hash = backend.HeaderHash(&h.Header)
+		})(result)
+	})
+	from := polls.Load()
+	eventually(t, "three polls", func() bool { return polls.Load() >= from+3 })
+	for n := uint64(25); n <= 29; n++ {
+		got, err := up.BlockByNumber(ctx, backend.BlockNumber(n))
+		if err == nil && got.Number != n {
+			t.Fatalf("block %d served as block %d (%s)", n, got.Number, got.Hash)
+		}
+	}
+}
+
+// TestWalkRefusesParentOfAnotherHash has the preferred endpoint answer
+// the head's parent, asked by its hash, with another header of the same
+// number (its hash holding): the walk refuses it, the second endpoint
+// makes the view, and the block at that number is the chain's.
+func TestWalkRefusesParentOfAnotherHash(t *testing.T) {
+	t.Parallel()
+	b := chaintest.New(chaintest.Config{Seed: 19})
+	b.AddBlocks(30, chaintest.Txs(1))
+	store := b.Store()
+	want := b.Block(29)
+	number, hash := quoted(hexutil.EncodeUint64(29)), quoted(want.Hash.String())
+	liar, honest := newFakeNode(t, store), newFakeNode(t, store)
+	liar.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if len(params) < 2 || string(params[1]) != "false" ||
+			!(method == "eth_getBlockByNumber" && bytes.Equal(params[0], number) || method == "eth_getBlockByHash" && bytes.Equal(params[0], hash)) {
+			return result
+		}
+		return reencoded(func(h *backend.Block) {
+			h.ExtraData = []byte("forged")
+			h.Hash = backend.HeaderHash(&h.Header)
+		})(result)
+	})
+	up := openUp(t, upstream.Config{PollInterval: idle}, liar.URL, honest.URL)
+	got, err := up.BlockByNumber(context.Background(), 29)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != want.Hash {
+		t.Fatalf("block 29 is %s (extraData %q), want %s", got.Hash, got.ExtraData, want.Hash)
+	}
 }

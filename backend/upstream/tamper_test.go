@@ -412,3 +412,154 @@ func TestTooManyUncles(t *testing.T) {
 		t.Errorf("%d uncles asked for", n)
 	}
 }
+
+// TestThreeUnclesRefused has an endpoint forge block 45 with a third
+// uncle, every hash, root and size recomputed so that the block holds
+// together: a block may have two uncles, and one with three is refused
+// before its uncles are asked for.
+func TestThreeUnclesRefused(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
+	var uncles []*backend.Uncle
+	for _, u := range storeUncles(t, store, target) {
+		c := *u
+		uncles = append(uncles, &c)
+	}
+	if len(uncles) != 2 {
+		t.Fatalf("block %d has %d uncles, want 2", target.Number, len(uncles))
+	}
+	third := *uncles[0]
+	third.Timestamp += 100
+	third.Hash, third.Size = backend.Hash{}, 0
+	uncles = append(uncles, &third)
+	third.Hash = backend.HeaderHash(&third.Header)
+	forged := target.Copy()
+	forged.Uncles = append(forged.Uncles, third.Hash)
+	forged.Sha3Uncles, forged.Hash, forged.Size = backend.Hash{}, backend.Hash{}, 0
+	if err := backend.Seal(forged, uncles); err != nil {
+		t.Fatalf("forging: %v", err)
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	targetHash, forgedHash := quoted(target.Hash.String()), quoted(forged.Hash.String())
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		switch {
+		case (method == "eth_getBlockByNumber" || method == "eth_getBlockByHash") && bytes.Equal(member(result, "hash"), targetHash):
+			return forged.AppendJSON(nil, len(params) > 1 && string(params[1]) == "true")
+		case method == "eth_getUncleByBlockHashAndIndex" && len(params) == 2 && bytes.Equal(params[0], forgedHash):
+			var i hexutil.Uint64
+			if json.Unmarshal(params[1], &i) == nil && int(i) < len(uncles) {
+				return uncles[i].AppendJSON(nil)
+			}
+		}
+		return result
+	})
+	got, err := up.BlockByNumber(context.Background(), backend.BlockNumber(target.Number))
+	checkRefused(t, "a block with three uncles", got, err)
+	if !strings.Contains(err.Error(), "3 listed") {
+		t.Errorf("the error %q does not say how many uncles were listed", err)
+	}
+}
+
+// TestBlockWithoutHashRefused has an endpoint leave out a block's hash,
+// and its transactions' blockHash: the block is refused, by number and by
+// hash, not sealed with a hash of the Backend's making.
+func TestBlockWithoutHashRefused(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []uint64{tamperWindowBlock} {
+		target := storeBlock(t, store, backend.BlockNumber(n))
+		node := newFakeNode(t, store)
+		up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+		// Matched by number: blockRewrite's hash is what is dropped.
+		num := quoted(hexutil.EncodeUint64(n))
+		node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+			if (method == "eth_getBlockByNumber" || method == "eth_getBlockByHash") && bytes.Equal(member(result, "number"), num) {
+				return withoutHashes(result)
+			}
+			return result
+		})
+		got, err := up.BlockByNumber(ctx, backend.BlockNumber(n))
+		checkRefused(t, "by number, without its hash", got, err)
+		var ve *upstream.VerifyError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), "hash") {
+			t.Errorf("block %d by number: the error %q is not a VerifyError naming the hash", n, err)
+		}
+		got, err = up.BlockByHash(ctx, target.Hash)
+		checkRefused(t, "by hash, without its hash", got, err)
+	}
+}
+
+// TestTransactionHashesWhereObjectsAskedRefused has an endpoint answer a
+// block with its transaction hashes where their objects were asked for:
+// neither the transactions nor their root can be checked, and a client
+// that asks for the objects would get hashes. It is refused.
+func TestTransactionHashesWhereObjectsAskedRefused(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, n := range []uint64{tamperWindowBlock, tamperFinalBlock} {
+		target := storeBlock(t, store, backend.BlockNumber(n))
+		if target.TxCount() == 0 {
+			t.Fatalf("block %d has no transactions", n)
+		}
+		node := newFakeNode(t, store)
+		up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+		node.SetRewrite(blockRewrite(target.Hash, func(raw json.RawMessage) json.RawMessage {
+			var b backend.Block
+			if err := json.Unmarshal(raw, &b); err != nil {
+				panic(err)
+			}
+			return b.AppendJSON(nil, false)
+		}))
+		got, err := up.BlockByNumber(ctx, backend.BlockNumber(n))
+		checkRefused(t, "by number, with transaction hashes", got, err)
+		got, err = up.BlockByHash(ctx, target.Hash)
+		checkRefused(t, "by hash, with transaction hashes", got, err)
+		var ve *upstream.VerifyError
+		if !errors.As(err, &ve) {
+			t.Errorf("block %d: the error %q is not a VerifyError", n, err)
+		}
+	}
+}
+
+// TestPendingWithoutNonce has an endpoint answer the pending block's
+// nonce null, as go-ethereum does: the block served has the zero nonce of
+// a proof-of-stake block, the one the endpoint's own pending block has.
+func TestPendingWithoutNonce(t *testing.T) {
+	t.Parallel()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storeBlock(t, store, backend.Pending)
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	node.SetRewrite(func(method string, params []json.RawMessage, result json.RawMessage) json.RawMessage {
+		if method == "eth_getBlockByNumber" && len(params) > 0 && string(params[0]) == `"pending"` {
+			return setMember(result, "nonce", json.RawMessage("null"))
+		}
+		return result
+	})
+	got, err := up.BlockByNumber(context.Background(), backend.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffAnswer(got, want); d != "" {
+		t.Fatalf("the pending block without its nonce: %s", d)
+	}
+	if got.Nonce != (backend.Nonce{}) {
+		t.Errorf("the pending block's nonce is %v, want zero", got.Nonce)
+	}
+}

@@ -249,3 +249,55 @@ func TestTotalDifficultyFrozen(t *testing.T) {
 		})
 	}
 }
+
+// TestGenesisTotalDifficultyChecked has an endpoint give the genesis
+// block a total difficulty other than its difficulty: it has no parent to
+// add to, and the block is refused all the same.
+func TestGenesisTotalDifficultyChecked(t *testing.T) {
+	t.Parallel()
+	store := powChain(t)
+	genesis := storeBlock(t, store, 0)
+	if genesis.TotalDifficulty == nil {
+		t.Fatal("the genesis block has no total difficulty")
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	node.SetRewrite(blockRewrite(genesis.Hash, func(b json.RawMessage) json.RawMessage {
+		return setMember(b, "totalDifficulty", quoted(hexutil.EncodeU256(new(uint256.Int).AddUint64(genesis.TotalDifficulty, 1))))
+	}))
+	got, err := up.BlockByNumber(context.Background(), 0)
+	checkRefused(t, "the genesis block with another total difficulty", got, err)
+	if !strings.Contains(err.Error(), "totalDifficulty") {
+		t.Errorf("the error %q does not name totalDifficulty", err)
+	}
+}
+
+// TestCachedParentWithoutTotalDifficulty caches a parent as an endpoint
+// gave it, without its total difficulty; once the endpoint gives total
+// difficulties, its child's is checked against the parent's asked again,
+// and served, as if the cache held nothing.
+func TestCachedParentWithoutTotalDifficulty(t *testing.T) {
+	t.Parallel()
+	store := powChain(t)
+	ctx := context.Background()
+	const target = 12
+	want := storeBlock(t, store, target)
+	parent := storeBlock(t, store, target-1)
+	if want.TotalDifficulty == nil {
+		t.Fatal("the target block has no total difficulty")
+	}
+	node := newFakeNode(t, store)
+	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
+	node.SetRewrite(tdRewrite(func(uint64, json.RawMessage) json.RawMessage { return nil }))
+	if got, err := up.BlockByHash(ctx, parent.Hash); err != nil || got.TotalDifficulty != nil {
+		t.Fatalf("the parent without its total difficulty: %v, %v", hashOf(got), err)
+	}
+	node.SetRewrite(nil)
+	got, err := up.BlockByHash(ctx, want.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.TotalDifficulty == nil || !got.TotalDifficulty.Eq(want.TotalDifficulty) {
+		t.Fatalf("block %d: totalDifficulty %v, want %v", target, got.TotalDifficulty, want.TotalDifficulty)
+	}
+}
