@@ -109,3 +109,29 @@ func TestLogEntry(t *testing.T) {
 		t.Errorf("entryOf(no account) = %+v, want %+v", got, want)
 	}
 }
+
+// TestLogServerErrorsUnsampled answers 500 without a panic, under a
+// sampling that logs one line in 100: every such answer is logged, at
+// error; and a panic is logged with its stack, where the operator finds
+// what broke.
+func TestLogServerErrorsUnsampled(t *testing.T) {
+	var buf bytes.Buffer
+	a := newAccessLog(slog.New(slog.NewTextHandler(&buf, nil)), 100, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("do") {
+		case "fail":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "panic":
+			panic("broken")
+		}
+	}))
+	for _, do := range []string{"", "fail", "fail", "fail", "panic"} {
+		a.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v3/k?do="+do, nil))
+	}
+	logs := buf.String()
+	if got := strings.Count(logs, "level=ERROR msg=request method=POST status=500"); got != 4 {
+		t.Errorf("%d lines of 500 logged at error, want 4 (three answers and a panic):\n%s", got, logs)
+	}
+	if !regexp.MustCompile(`panic=broken stack="goroutine \d+`).MatchString(logs) {
+		t.Errorf("the panic is not logged with its stack:\n%s", logs)
+	}
+}

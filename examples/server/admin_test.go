@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -18,8 +20,11 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc"
+	blockrpcprom "github.com/blockrpc/blockrpc/adapters/prometheus"
 	"github.com/blockrpc/blockrpc/backend"
+	"github.com/blockrpc/blockrpc/keystore"
 	"github.com/blockrpc/blockrpc/memstore/demo"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // adminURL returns the admin listener's base URL, as the run printed it.
@@ -342,4 +347,70 @@ type hanging struct{ backend.Backend }
 func (hanging) BlockByNumber(ctx context.Context, _ backend.BlockNumber) (*backend.Block, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// TestAdminRebindingChanges sends the dashboard's changes under a name
+// that is not loopback's, as a page whose name points at 127.0.0.1 would
+// through the operator's browser: refused before the dashboard sees them,
+// whatever the method.
+func TestAdminRebindingChanges(t *testing.T) {
+	metrics, err := blockrpcprom.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	dash := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
+	var svc atomic.Pointer[blockrpc.Service]
+	h := newAdminServer(slog.New(slog.DiscardHandler), metrics, &svc, dash, true).Handler
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/session", `{"token":"` + testAdminToken + `"}`},
+		{"POST", "/api/keys", `{"label":"rebound"}`},
+		{"PATCH", "/api/keys/0000000000000000", `{"label":"rebound"}`},
+		{"DELETE", "/api/keys/0000000000000000", ""},
+		{"DELETE", "/api/session", ""},
+		{"PUT", "/api/keys", `{}`},
+	} {
+		r := httptest.NewRequest(c.method, "http://rebind.example:8546"+c.path, strings.NewReader(c.body))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer "+testAdminToken)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden {
+			t.Errorf("%s %s for Host rebind.example: %d %s, want 403", c.method, c.path, w.Code, w.Body)
+		}
+	}
+	if ks, _ := store.Keys(context.Background()); len(ks) != 0 {
+		t.Errorf("a request for another Host made keys: %+v", ks)
+	}
+}
+
+// TestHealthAnswersNotCached checks that no cache between a probe and the
+// admin listener may keep a health answer: a readiness seen once would be
+// seen again after it ended.
+func TestHealthAnswersNotCached(t *testing.T) {
+	metrics, err := blockrpcprom.New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc atomic.Pointer[blockrpc.Service]
+	h := newAdminServer(slog.New(slog.DiscardHandler), metrics, &svc, nil, true).Handler
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/healthz", http.StatusOK, "ok\n"},
+		{"/readyz", http.StatusServiceUnavailable, "not ready: the chain is loading\n"},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "http://localhost"+tc.path, nil))
+		if w.Code != tc.status || w.Body.String() != tc.body || w.Header().Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d %q, Cache-Control %q; want %d %q, no-store", tc.path, w.Code, w.Body, w.Header().Get("Cache-Control"), tc.status, tc.body)
+		}
+	}
 }

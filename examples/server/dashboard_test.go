@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/blockrpc/blockrpc"
+	"github.com/blockrpc/blockrpc/internal/syncbuf"
 	"github.com/blockrpc/blockrpc/keystore"
 )
 
@@ -543,5 +546,270 @@ func TestWrongAdminTokens(t *testing.T) {
 	}
 	if code := call("2001:db8::ffff:1", testAdminToken); code != http.StatusTooManyRequests {
 		t.Errorf("the right token from a host past %d throttled, after %d wrong ones: %d, want 429, unchecked", maxGuessers, 3*guessBurst, code)
+	}
+}
+
+// signedIn signs in to the dashboard at base as the page does and returns
+// a client whose jar holds the session's cookie, and the CSRF token.
+func signedIn(t *testing.T, base string) (*api, string) {
+	t.Helper()
+	a := newAPI(t, base)
+	a.header = map[string]string{}
+	var s struct{ CSRF string }
+	if err := json.Unmarshal([]byte(a.want(http.StatusOK, "POST", "/api/session", `{"token":"`+testAdminToken+`"}`)), &s); err != nil || s.CSRF == "" {
+		t.Fatalf("sign-in: csrf %q (%v)", s.CSRF, err)
+	}
+	return a, s.CSRF
+}
+
+// TestDashboardSessionChangesNeedCSRF checks every change a session may
+// make, not only the creation of a key: a page of another site that the
+// operator opens while signed in must not rename, limit or revoke keys,
+// nor sign the operator out.
+func TestDashboardSessionChangesNeedCSRF(t *testing.T) {
+	srv := httptest.NewServer(dashboardMux(t))
+	defer srv.Close()
+	token := newAPI(t, srv.URL)
+	k := decodeKey(t, token.want(http.StatusCreated, "POST", "/api/keys", `{"label":"prod","rate":2,"burst":2}`))
+
+	a, csrf := signedIn(t, srv.URL)
+	for _, c := range []struct{ method, path, body string }{
+		{"PATCH", "/api/keys/" + k.ID, `{"label":"renamed"}`},
+		{"PATCH", "/api/keys/" + k.ID, `{"rate":1000}`},
+		{"DELETE", "/api/keys/" + k.ID, ""},
+		{"DELETE", "/api/session", ""},
+	} {
+		delete(a.header, csrfHeader)
+		a.want(http.StatusForbidden, c.method, c.path, c.body)
+		a.header[csrfHeader] = "wrong"
+		a.want(http.StatusForbidden, c.method, c.path, c.body)
+	}
+	if got := decodeKey(t, token.want(http.StatusOK, "GET", "/api/keys/"+k.ID, "")); got.Label != "prod" || got.Rate != 2 || got.Revoked != nil {
+		t.Errorf("the key after changes without the CSRF token: %+v, want it as made", got)
+	}
+	a.want(http.StatusOK, "GET", "/api/keys", "") // still signed in
+
+	a.header[csrfHeader] = csrf
+	a.want(http.StatusOK, "PATCH", "/api/keys/"+k.ID, `{"label":"renamed"}`)
+	a.want(http.StatusOK, "DELETE", "/api/keys/"+k.ID, "")
+}
+
+// TestDashboardSignOutEndsTheSession sends the cookie of a session signed
+// out again, as one copied from the browser would be: refused, since the
+// server forgot the session, not only the browser its cookie.
+func TestDashboardSignOutEndsTheSession(t *testing.T) {
+	srv := httptest.NewServer(dashboardMux(t))
+	defer srv.Close()
+	a, csrf := signedIn(t, srv.URL)
+	u, _ := url.Parse(srv.URL)
+	var cookie *http.Cookie
+	for _, c := range a.client.Jar.Cookies(u) {
+		if c.Name == sessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no session cookie after the sign-in")
+	}
+	a.header[csrfHeader] = csrf
+	if got, out := a.do("DELETE", "/api/session", ""); got != http.StatusNoContent {
+		t.Fatalf("sign-out: %d %s", got, out)
+	}
+
+	stolen := newAPI(t, srv.URL)
+	stolen.header = map[string]string{csrfHeader: csrf}
+	stolen.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: cookie.Value, Path: "/"}})
+	stolen.want(http.StatusUnauthorized, "GET", "/api/keys", "")
+	stolen.want(http.StatusUnauthorized, "GET", "/api/session", "")
+	stolen.want(http.StatusUnauthorized, "POST", "/api/keys", `{"label":"after sign-out"}`)
+}
+
+// TestDashboardSessionExpires checks that a session past its lifetime is
+// refused, its cookie kept by the browser or not.
+func TestDashboardSessionExpires(t *testing.T) {
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	d := newDashboard(slog.New(slog.DiscardHandler), store, keys, testAdminToken)
+	mux := http.NewServeMux()
+	d.register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	a, csrf := signedIn(t, srv.URL)
+	a.want(http.StatusOK, "GET", "/api/keys", "")
+
+	d.mu.Lock()
+	for id, s := range d.sessions {
+		s.expires = time.Now().Add(-time.Second)
+		d.sessions[id] = s
+	}
+	d.mu.Unlock()
+	a.header[csrfHeader] = csrf
+	a.want(http.StatusUnauthorized, "GET", "/api/keys", "")
+	a.want(http.StatusUnauthorized, "GET", "/api/session", "")
+	a.want(http.StatusUnauthorized, "POST", "/api/keys", `{"label":"expired"}`)
+}
+
+// TestDashboardBurstAloneKeepsRate changes a key's burst only: its rate
+// stays what it was.
+func TestDashboardBurstAloneKeepsRate(t *testing.T) {
+	srv := httptest.NewServer(dashboardMux(t))
+	defer srv.Close()
+	a := newAPI(t, srv.URL)
+	k := decodeKey(t, a.want(http.StatusCreated, "POST", "/api/keys", `{"label":"k","rate":2.5,"burst":3}`))
+	got := decodeKey(t, a.want(http.StatusOK, "PATCH", "/api/keys/"+k.ID, `{"burst":7}`))
+	if got.Rate != 2.5 || got.Burst != 7 {
+		t.Errorf("after a change of the burst alone: rate %v burst %d, want rate 2.5 burst 7", got.Rate, got.Burst)
+	}
+}
+
+// TestWrongAdminTokensLogged checks that the operator hears of wrong
+// admin tokens, by remote address, and that the log never holds what was
+// sent.
+func TestWrongAdminTokensLogged(t *testing.T) {
+	var logged syncbuf.Buffer
+	store := keystore.NewMemory()
+	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	mux := http.NewServeMux()
+	newDashboard(slog.New(slog.NewTextHandler(&logged, nil)), store, keys, testAdminToken).register(mux)
+	const guess = "guessed-token-guessed-token"
+
+	r := httptest.NewRequest("GET", "/api/keys", nil)
+	r.RemoteAddr = "192.0.2.9:40000"
+	r.Header.Set("Authorization", "Bearer "+guess)
+	mux.ServeHTTP(httptest.NewRecorder(), r)
+	r = httptest.NewRequest("POST", "/api/session", strings.NewReader(`{"token":"`+guess+`"}`))
+	r.RemoteAddr = "192.0.2.9:40001"
+	r.Header.Set("Content-Type", "application/json")
+	mux.ServeHTTP(httptest.NewRecorder(), r)
+
+	out := logged.String()
+	for _, want := range []string{
+		`msg="admin: refused a wrong admin token" remote=192.0.2.9:40000`,
+		`msg="admin: refused a sign-in with a wrong admin token" remote=192.0.2.9:40001`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in the log:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, guess) || strings.Contains(out, testAdminToken) {
+		t.Errorf("the log holds a token:\n%s", out)
+	}
+}
+
+// TestThrottledHostNotLetGo throttles a host, then has as many other hosts
+// guess as the throttle keeps: the host still throttled must stay so,
+// or a guesser with many addresses would free its own.
+func TestThrottledHostNotLetGo(t *testing.T) {
+	mux := dashboardMux(t)
+	call := func(host, token string) int {
+		r := httptest.NewRequest("GET", "/api/keys/none", nil)
+		r.RemoteAddr = host + ":40000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range maxGuessers - 1 {
+		for range guessBurst {
+			call(fmt.Sprintf("2001:db8::%x", i+1), "wrong-token-wrong-token")
+		}
+	}
+	for range 2 * guessBurst {
+		call("192.0.2.1", "wrong-token-wrong-token")
+	}
+	call("2001:db8::ffff:1", "wrong-token-wrong-token") // a host past the bound
+	if code := call("192.0.2.1", testAdminToken); code != http.StatusTooManyRequests {
+		t.Errorf("the right token from a throttled host, once a host past %d came: %d, want 429, unchecked", maxGuessers, code)
+	}
+}
+
+// TestDashboardTokenWhole sends a token whose SHA-256 begins as the admin
+// token's does: refused, the whole digest being compared.
+func TestDashboardTokenWhole(t *testing.T) {
+	mux := dashboardMux(t)
+	want := sha256.Sum256([]byte(testAdminToken))
+	for i := 0; ; i++ {
+		guess := fmt.Sprintf("near-guess-%d", i)
+		if d := sha256.Sum256([]byte(guess)); d[0] != want[0] || d[1] != want[1] {
+			if i < 1<<20 {
+				continue
+			}
+			t.Fatal("no guess found")
+		}
+		r := httptest.NewRequest("GET", "/api/keys", nil)
+		r.Header.Set("Authorization", "Bearer "+guess)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Errorf("a token whose digest begins as the admin token's: %d, want 401", w.Code)
+		}
+		return
+	}
+}
+
+// TestDashboardSessionsSideBySide signs in twice, as from two browsers:
+// the second sign-in leaves the first session signed in.
+func TestDashboardSessionsSideBySide(t *testing.T) {
+	srv := httptest.NewServer(dashboardMux(t))
+	defer srv.Close()
+	first, csrf := signedIn(t, srv.URL)
+	second, _ := signedIn(t, srv.URL)
+	first.want(http.StatusOK, "GET", "/api/keys", "")
+	first.header[csrfHeader] = csrf
+	first.want(http.StatusCreated, "POST", "/api/keys", `{"label":"from the first"}`)
+	second.want(http.StatusOK, "GET", "/api/keys", "")
+}
+
+// TestDashboardBodyWhole refuses a body with text after its JSON object:
+// a script's body cut or doubled is not taken for what it begins with.
+func TestDashboardBodyWhole(t *testing.T) {
+	srv := httptest.NewServer(dashboardMux(t))
+	defer srv.Close()
+	a := newAPI(t, srv.URL)
+	for _, body := range []string{`{"label":"x"}}`, `{"label":"x"}]`} {
+		a.want(http.StatusBadRequest, "POST", "/api/keys", body)
+	}
+	if out := a.want(http.StatusOK, "GET", "/api/keys", ""); out != "{\"keys\":[]}\n" {
+		t.Errorf("refused bodies made keys: %s", out)
+	}
+}
+
+// TestDashboardPageHeaders checks the headers every file of the page is
+// served with, beside its policy.
+func TestDashboardPageHeaders(t *testing.T) {
+	mux := dashboardMux(t)
+	for _, path := range []string{"/", "/app.js", "/style.css"} {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		h := w.Header()
+		if w.Code != http.StatusOK || h.Get("Content-Security-Policy") != dashboardPolicy || h.Get("X-Frame-Options") != "DENY" ||
+			h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("%s: %d %v", path, w.Code, h)
+		}
+	}
+}
+
+// TestDashboardCookieLifetime checks that the browser keeps the session's
+// cookie as long as the server keeps the session, and no longer.
+func TestDashboardCookieLifetime(t *testing.T) {
+	mux := dashboardMux(t)
+	r := httptest.NewRequest("POST", "/api/session", strings.NewReader(`{"token":"`+testAdminToken+`"}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusOK || len(cookies) != 1 {
+		t.Fatalf("sign-in: %d, cookies %v", w.Code, cookies)
+	}
+	if c := cookies[0]; c.MaxAge != int(sessionLifetime/time.Second) || c.Path != "/" || c.Name != sessionCookie {
+		t.Errorf("the session cookie: %+v, want Max-Age %d and Path /", c, int(sessionLifetime/time.Second))
 	}
 }

@@ -277,3 +277,77 @@ func TestImportHeldBlocksSkipped(t *testing.T) {
 		}
 	})
 }
+
+// TestImportMovesHeadSameHeight imports a dump whose head is another block
+// at the store's height, a reorganisation of its head: the head moved, so
+// safe and finalized default to the dump's head, as after any import that
+// moves the head, rather than stay where the store had them.
+func TestImportMovesHeadSameHeight(t *testing.T) {
+	c := newHandChain(t)
+	g := c.block(0, backend.Hash{}, "")
+	b1 := c.block(1, g.Hash, "")
+	a2 := c.block(2, b1.Hash, "a")
+	b2 := c.block(2, b1.Hash, "b")
+	first := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(a2, true))
+	second := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(b2, true))
+
+	dir := t.TempDir()
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	spec := storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	if err := prepareStore(ctx, log, options{store: spec, chain: first, safe: 1, finalized: 1}, &source{}, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepareStore(ctx, log, options{store: spec, chain: second, safe: -1, finalized: -1}, &source{}, s); err != nil {
+		t.Fatal(err)
+	}
+	head, err := s.BlockByNumber(ctx, backend.Latest)
+	if err != nil || head.Hash != b2.Hash {
+		t.Fatalf("the head after the second dump is not the dump's (%v)", err)
+	}
+	for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+		if b, err := s.BlockByNumber(ctx, tag); err != nil || b.Hash != b2.Hash {
+			var at uint64
+			if b != nil {
+				at = b.Number
+			}
+			t.Errorf("tag %v after a dump that moved the head to another block at its height: block %d (%v), want the dump's head, block 2", tag, at, err)
+		}
+	}
+}
+
+// TestImportTagsAtGenesis gives -safe 0 and -finalized 0 with a dump into
+// a store: the genesis is a block as any other, and both tags are set to
+// it rather than left at the dump's head.
+func TestImportTagsAtGenesis(t *testing.T) {
+	c := newHandChain(t)
+	g := c.block(0, backend.Hash{}, "")
+	b1 := c.block(1, g.Hash, "")
+	b2 := c.block(2, b1.Hash, "")
+	dump := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(b2, true))
+	dir := t.TempDir()
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	spec := storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
+	ctx := context.Background()
+	if err := prepareStore(ctx, slog.New(slog.DiscardHandler), options{store: spec, chain: dump, safe: 0, finalized: 0}, &source{}, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []backend.BlockNumber{backend.Safe, backend.Finalized} {
+		if b, err := s.BlockByNumber(ctx, tag); err != nil || b.Number != 0 {
+			var at uint64
+			if b != nil {
+				at = b.Number
+			}
+			t.Errorf("tag %v with -safe 0 -finalized 0: block %d (%v), want the genesis", tag, at, err)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -178,5 +180,32 @@ func TestGateCutAsTheHandler(t *testing.T) {
 	g.ServeHTTP(httptest.NewRecorder(), gone())
 	if !gateSaw.Cut || gateSaw.Status != http.StatusServiceUnavailable {
 		t.Errorf("the gate's report of a loading answer to a client gone: %+v, want 503 and Cut", gateSaw)
+	}
+}
+
+// TestReadTimeoutBoundsHeaders checks that -read-timeout bounds the
+// headers too when it is shorter than the servers' own bound on them: a
+// client sending its headers slowly holds a connection no longer than
+// one sending its body slowly.
+func TestReadTimeoutBoundsHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		read, header time.Duration
+	}{
+		{200 * time.Millisecond, 200 * time.Millisecond},
+		{time.Minute, 10 * time.Second},
+	} {
+		o, err := parseFlags([]string{"-addr", "127.0.0.1:0", "-read-timeout", tc.read.String()}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := listen(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls.serve(slog.New(slog.DiscardHandler), o, nil, http.NotFoundHandler(), nil, nil)
+		if s := ls.servers[0]; s.ReadHeaderTimeout != tc.header || s.ReadTimeout != tc.read {
+			t.Errorf("-read-timeout %v: headers bounded by %v, requests by %v; want %v and %v", tc.read, s.ReadHeaderTimeout, s.ReadTimeout, tc.header, tc.read)
+		}
+		ls.stop()
 	}
 }

@@ -473,3 +473,76 @@ func TestUsageUncleSearchBounded(t *testing.T) {
 		t.Errorf("printing the usage once ctx ended read %d blocks", cb.n)
 	}
 }
+
+// TestFlagsEdges checks the values at the edges of what the flags take:
+// a write timeout of 0 would let any answer take for ever, a rate of +Inf
+// is no rate, while a grace of 0 (cut at once) is the operator's choice.
+func TestFlagsEdges(t *testing.T) {
+	for _, args := range [][]string{
+		{"-write-timeout", "0s"},
+		{"-read-timeout", "-1s"},
+		{"-rate", "+Inf"},
+		{"-rate", "-Inf"},
+		{"-rate", "0.5", "-burst", "-1"},
+		{"-log-sample", "-1"},
+		{"-safe", "-2"},
+		{"-keys", "a/b"},
+		{"-keys", "a b"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q: accepted, want an error", args)
+		}
+	}
+	for _, tc := range []struct {
+		args  []string
+		check func(options) bool
+	}{
+		{[]string{"-grace", "0s"}, func(o options) bool { return o.grace == 0 }},
+		{[]string{"-write-timeout", "1ns"}, func(o options) bool { return o.writeTimeout == 1 }},
+		{[]string{"-rate", "0.25"}, func(o options) bool { return o.rate == 0.25 && o.burst == 1 }},
+		{[]string{"-rate", "2.5"}, func(o options) bool { return o.burst == 3 }},
+		{[]string{"-cache", "0"}, func(o options) bool { return o.cache == 0 }},
+		{[]string{"-safe", "-1", "-finalized", "0"}, func(o options) bool { return o.safe == -1 && o.finalized == 0 }},
+	} {
+		o, err := parseFlags(tc.args, io.Discard)
+		if err != nil || !tc.check(o) {
+			t.Errorf("%q: %+v (%v)", tc.args, o, err)
+		}
+	}
+}
+
+// TestKeystoreFlags checks what -keystore does to the other flags: the
+// admin listener it needs, on loopback by default; the admin token of
+// BLOCKRPC_ADMIN_TOKEN, at least minAdminToken long; and keys given
+// besides it, from the environment too, refused rather than ignored.
+func TestKeystoreFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-keystore", "memory"}, io.Discard)
+	if err != nil || o.admin != defaultAdminAddr || o.adminToken != "" {
+		t.Errorf("-keystore alone: admin %q, token %q (%v); want the admin listener at %s and a token generated", o.admin, o.adminToken, err, defaultAdminAddr)
+	}
+	o, err = parseFlags([]string{"-keystore", "memory", "-admin", "127.0.0.1:9000", "-admin-token", strings.Repeat("t", minAdminToken)}, io.Discard)
+	if err != nil || o.admin != "127.0.0.1:9000" || o.adminToken != strings.Repeat("t", minAdminToken) {
+		t.Errorf("a token of %d characters: admin %q, token %q (%v)", minAdminToken, o.admin, o.adminToken, err)
+	}
+	if _, err := parseFlags([]string{"-keystore", "memory", "-admin-token", strings.Repeat("t", minAdminToken-1)}, io.Discard); err == nil {
+		t.Errorf("a token of %d characters accepted", minAdminToken-1)
+	}
+	if _, err := parseFlags([]string{"-keystore", "memory", "-key-refresh", "5s", "-key-stale", "5s"}, io.Discard); err == nil {
+		t.Error("-key-stale as long as -key-refresh accepted")
+	}
+
+	t.Setenv("BLOCKRPC_ADMIN_TOKEN", testAdminToken)
+	o, err = parseFlags([]string{"-keystore", "memory", "-admin", "0.0.0.0:9000"}, io.Discard)
+	if err != nil || o.adminToken != testAdminToken {
+		t.Errorf("BLOCKRPC_ADMIN_TOKEN: token %q (%v), want the environment's", o.adminToken, err)
+	}
+	t.Setenv("BLOCKRPC_ADMIN_TOKEN", "short")
+	if _, err := parseFlags([]string{"-keystore", "memory"}, io.Discard); err == nil || !strings.Contains(err.Error(), "BLOCKRPC_ADMIN_TOKEN") {
+		t.Errorf("a short BLOCKRPC_ADMIN_TOKEN: %v, want it refused by name", err)
+	}
+	t.Setenv("BLOCKRPC_ADMIN_TOKEN", "")
+	t.Setenv("BLOCKRPC_KEYS", "from-env")
+	if _, err := parseFlags([]string{"-keystore", "memory"}, io.Discard); err == nil || !strings.Contains(err.Error(), "BLOCKRPC_KEYS") {
+		t.Errorf("BLOCKRPC_KEYS with -keystore: %v, want it refused", err)
+	}
+}

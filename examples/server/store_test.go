@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -818,5 +819,25 @@ func TestStorePebbleDumpAboveDemoDropsPending(t *testing.T) {
 	_, body := postStatus(t, rpcURL(srv), `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["pending",false]}`)
 	if !bytes.Contains(body, []byte(`"result":null`)) {
 		t.Errorf("pending after a dump moved the head past the demo's: %.300s, want null", body)
+	}
+}
+
+// TestStoreFlagsEdges checks the -store values at the edges: a directory
+// of blanks is none, and a search_path of more than one schema (or one
+// quoted) names no schema of the store's own, which the writer would
+// otherwise make under that odd name.
+func TestStoreFlagsEdges(t *testing.T) {
+	if _, err := parseFlags([]string{"-store", "pebble: "}, io.Discard); err == nil || !strings.Contains(err.Error(), "want pebble:DIR") {
+		t.Errorf("-store \"pebble: \": %v, want it refused", err)
+	}
+	for _, sp := range []string{"mainnet,public", `"mainnet"`, "main net", "o'net"} {
+		o, err := parseFlags([]string{"-store", "postgres://db.example/chain?search_path=" + url.QueryEscape(sp)}, io.Discard)
+		if err != nil || o.store.schema != "" {
+			t.Errorf("search_path %q: schema %q (%v), want none", sp, o.store.schema, err)
+		}
+	}
+	o, err := parseFlags([]string{"-store", "postgres://db.example/chain?search_path=mainnet"}, io.Discard)
+	if err != nil || o.store.schema != "mainnet" {
+		t.Errorf("search_path mainnet: schema %q (%v)", o.store.schema, err)
 	}
 }
