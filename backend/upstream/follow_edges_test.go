@@ -89,12 +89,7 @@ func TestFollowReplacesFirstBlockThenBack(t *testing.T) {
 		t.Run(fmt.Sprintf("grown%d", grown), func(t *testing.T) {
 			b, node, dst, f := followFromBlock20(t, preMerge, 25)
 
-			side := b.Fork(19)
-			side.AddBlocks(7, func(i int, g *chaintest.BlockGen) {
-				g.SetExtraData([]byte("side"))
-				chaintest.Txs(1)(i, g)
-			})
-			side.Reorg()
+			side := sideBranch(b, 19, 7)
 			reorgTo(t, node, b)
 			waitSynced(t, f, dst, node.Store())
 			if first := storeBlock(t, dst, backend.Earliest); first.Hash != side.Block(20).Hash {
@@ -298,12 +293,7 @@ func TestFollowReorgToSameHeight(t *testing.T) {
 	f := startFollower(t, dst, node, upstream.FollowConfig{})
 	waitSynced(t, f, dst, node.Store())
 	old := branch(b, 19, 20)
-	side := b.Fork(18)
-	side.AddBlocks(2, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("side"))
-		chaintest.Txs(1)(i, g)
-	})
-	side.Reorg()
+	sideBranch(b, 18, 2)
 	reorgTo(t, node, b)
 	waitSynced(t, f, dst, node.Store())
 	sameChain(t, dst, node.Store(), 0)
@@ -350,12 +340,7 @@ func TestFollowForkBelowFirstBlockFatal(t *testing.T) {
 	head := b.Block(25).Hash
 	waitFor(t, "block 25 in the store", func() bool { return latestHash(dst) == head })
 
-	side := b.Fork(15)
-	side.AddBlocks(12, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("side"))
-		chaintest.Txs(1)(i, g)
-	})
-	side.Reorg()
+	sideBranch(b, 15, 12)
 	reorgTo(t, node, b)
 	select {
 	case err := <-done:
@@ -379,12 +364,7 @@ func TestFollowForkBelowFirstBlockFatal(t *testing.T) {
 func TestFollowReplacedFirstBlockTotalDifficulty(t *testing.T) {
 	t.Parallel()
 	b, node, dst, f := followFromBlock20(t, preMerge, 25)
-	side := b.Fork(19)
-	side.AddBlocks(7, func(i int, g *chaintest.BlockGen) {
-		g.SetExtraData([]byte("side"))
-		chaintest.Txs(1)(i, g)
-	})
-	side.Reorg()
+	side := sideBranch(b, 19, 7)
 	reorgTo(t, node, b)
 	waitSynced(t, f, dst, node.Store())
 	for _, n := range []uint64{20, 26} {
@@ -508,4 +488,17 @@ func TestFollowPendingOnAnotherParentNotTaken(t *testing.T) {
 	if p, err := dst.BlockByNumber(context.Background(), backend.Pending); err == nil {
 		t.Fatalf("the store's pending block has parent %s, not its head %s", p.ParentHash, latestHash(dst))
 	}
+}
+
+// sideBranch forks b after block at, adds n blocks of a transaction each
+// marked "side", so that they differ from b's, and makes the branch b's
+// canonical chain.
+func sideBranch(b *chaintest.Builder, at uint64, n int) *chaintest.Builder {
+	side := b.Fork(at)
+	side.AddBlocks(n, func(i int, g *chaintest.BlockGen) {
+		g.SetExtraData([]byte("side"))
+		chaintest.Txs(1)(i, g)
+	})
+	side.Reorg()
+	return side
 }
