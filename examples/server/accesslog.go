@@ -60,10 +60,8 @@ func observeRequest(ctx context.Context, info blockrpc.RequestInfo) {
 	}
 }
 
-// loadingObserver feeds the access log with the answers given while the
+// observeLoading feeds the access log with the answers given while the
 // chain loads (see gate).
-var loadingObserver = &blockrpc.Observer{Request: observeLoading}
-
 func observeLoading(ctx context.Context, info blockrpc.RequestInfo) {
 	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok {
 		o.info, o.observed, o.loading = info, true, true

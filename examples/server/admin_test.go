@@ -302,29 +302,6 @@ func TestCacheOff(t *testing.T) {
 	srv.stop(t)
 }
 
-func TestFanOut(t *testing.T) {
-	var calls, requests, caches []string
-	a := &blockrpc.Observer{
-		Call:    func(context.Context, blockrpc.CallInfo) { calls = append(calls, "a") },
-		Request: func(context.Context, blockrpc.RequestInfo) { requests = append(requests, "a") },
-	}
-	b := &blockrpc.Observer{
-		Call:  func(context.Context, blockrpc.CallInfo) { calls = append(calls, "b") },
-		Cache: func(context.Context, bool) { caches = append(caches, "b") },
-	}
-	o := fanOut(a, nil, b)
-	if o.Backend != nil {
-		t.Error("Backend is set though no observer sets it: the handler would time every backend call for nothing")
-	}
-	ctx := context.Background()
-	o.Call(ctx, blockrpc.CallInfo{})
-	o.Request(ctx, blockrpc.RequestInfo{})
-	o.Cache(ctx, true)
-	if strings.Join(calls, "") != "ab" || strings.Join(requests, "") != "a" || strings.Join(caches, "") != "b" {
-		t.Errorf("calls %v, requests %v, caches %v; want ab, a, b", calls, requests, caches)
-	}
-}
-
 // TestReadyTimesOut checks that a backend that hangs makes /readyz answer
 // 503 within its bound, not hang with it.
 func TestReadyTimesOut(t *testing.T) {

@@ -557,11 +557,14 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	// The access log, the count of requests in flight and the metrics
 	// take in the answers given while the chain loads.
 	access := newAccessLog(log, o.logSample, &ls.front)
-	loading := loadingObserver
+	ls.front.observe = observeLoading
 	if metrics != nil {
-		loading = fanOut(loading, metrics.Observer())
+		counted := metrics.Observer().Request
+		ls.front.observe = func(ctx context.Context, r blockrpc.RequestInfo) {
+			observeLoading(ctx, r)
+			counted(ctx, r)
+		}
 	}
-	ls.front.observe = loading.Request
 	ls.serve(log, o, tlsConfig, access, metrics, dash)
 	if ls.admin != nil {
 		fmt.Fprintf(stdout, "Metrics and health: http://%[1]s/metrics http://%[1]s/healthz http://%[1]s/readyz\n", ls.admin.Addr())
@@ -609,19 +612,20 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, wrap 
 	}
 	svc := blockrpc.NewService(served)
 
-	observer := accessObserver
-	if metrics != nil {
-		observer = fanOut(accessObserver, metrics.Observer())
-	}
-	if dash != nil {
-		observer = fanOut(observer, dash.keys.Observer())
-	}
 	opts := []blockrpc.Option{
 		blockrpc.WithKeys(validator),
 		blockrpc.WithLogger(log),
 		blockrpc.WithGzip(),
-		blockrpc.WithObserver(observer),
+		blockrpc.WithObserver(accessObserver),
 		blockrpc.WithAnswerCache(o.cache),
+	}
+	// Each observer is told in turn: the access log, the metrics, the
+	// keys' usage.
+	if metrics != nil {
+		opts = append(opts, blockrpc.WithObserver(metrics.Observer()))
+	}
+	if dash != nil {
+		opts = append(opts, blockrpc.WithObserver(dash.keys.Observer()))
 	}
 	switch {
 	case o.rate > 0:
