@@ -430,6 +430,17 @@ func (b *heldBody) Read(p []byte) (int, error) {
 
 // dashboardMux is the dashboard's API over a key store in memory, with
 // testAdminToken, for tests that call it without a server.
+// askWithToken asks mux for a key with the token, from host, and returns
+// the status of the answer.
+func askWithToken(mux http.Handler, host, token string) int {
+	r := httptest.NewRequest("GET", "/api/keys/none", nil)
+	r.RemoteAddr = host + ":40000"
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	return w.Code
+}
+
 func dashboardMux(t *testing.T) *http.ServeMux {
 	store := keystore.NewMemory()
 	keys, err := keystore.Open(context.Background(), store, keystore.Options{})
@@ -497,14 +508,7 @@ func TestSignInsWithHeldBodies(t *testing.T) {
 // always got through, and a guesser could tell it from a 429.
 func TestWrongAdminTokens(t *testing.T) {
 	mux := dashboardMux(t)
-	call := func(host, token string) int {
-		r := httptest.NewRequest("GET", "/api/keys/none", nil)
-		r.RemoteAddr = host + ":40000"
-		r.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		return w.Code
-	}
+	call := func(host, token string) int { return askWithToken(mux, host, token) }
 	for i := range guessBurst {
 		if code := call("192.0.2.1", "wrong-token-wrong-token"); code != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d: %d, want 401", i+1, code)
@@ -709,14 +713,7 @@ func TestWrongAdminTokensLogged(t *testing.T) {
 // or a guesser with many addresses would free its own.
 func TestThrottledHostNotLetGo(t *testing.T) {
 	mux := dashboardMux(t)
-	call := func(host, token string) int {
-		r := httptest.NewRequest("GET", "/api/keys/none", nil)
-		r.RemoteAddr = host + ":40000"
-		r.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, r)
-		return w.Code
-	}
+	call := func(host, token string) int { return askWithToken(mux, host, token) }
 	for i := range maxGuessers - 1 {
 		for range guessBurst {
 			call(fmt.Sprintf("2001:db8::%x", i+1), "wrong-token-wrong-token")

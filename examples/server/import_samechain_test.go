@@ -291,14 +291,8 @@ func TestImportMovesHeadSameHeight(t *testing.T) {
 	first := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(a2, true))
 	second := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(b2, true))
 
-	dir := t.TempDir()
-	s, err := pebblestore.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	spec := storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, spec := newPebbleStore(t)
+	log := slog.New(slog.DiscardHandler)
 	ctx := context.Background()
 	if err := prepareStore(ctx, log, options{store: spec, chain: first, safe: 1, finalized: 1}, &source{}, s); err != nil {
 		t.Fatal(err)
@@ -330,13 +324,7 @@ func TestImportTagsAtGenesis(t *testing.T) {
 	b1 := c.block(1, g.Hash, "")
 	b2 := c.block(2, b1.Hash, "")
 	dump := writeLines(t, dumpLine(g, true), dumpLine(b1, true), dumpLine(b2, true))
-	dir := t.TempDir()
-	s, err := pebblestore.Open(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	spec := storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
+	s, spec := newPebbleStore(t)
 	ctx := context.Background()
 	if err := prepareStore(ctx, slog.New(slog.DiscardHandler), options{store: spec, chain: dump, safe: 0, finalized: 0}, &source{}, s); err != nil {
 		t.Fatal(err)
@@ -350,4 +338,17 @@ func TestImportTagsAtGenesis(t *testing.T) {
 			t.Errorf("tag %v with -safe 0 -finalized 0: block %d (%v), want the genesis", tag, at, err)
 		}
 	}
+}
+
+// newPebbleStore opens a Pebble store in a new directory, closed when the
+// test ends, and returns it with the -store value that names it.
+func newPebbleStore(t *testing.T) (*pebblestore.Store, storeSpec) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := pebblestore.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, storeSpec{kind: storePebble, dir: dir, name: "pebble:" + dir}
 }
