@@ -53,36 +53,37 @@ type dumpWriter struct {
 }
 
 func (w *dumpWriter) AddBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	if held, err := w.skips(b); held || err != nil {
-		if held {
-			w.check.Took(b)
-			w.took()
-		}
-		return err
-	}
-	if err := w.check.Check(w.ctx, w.s, b); err != nil {
-		return err
-	}
-	if err := w.s.AddBlock(b, uncles...); err != nil {
-		return err
-	}
-	w.check.Took(b)
-	w.took()
-	return nil
+	return w.add(b, uncles, true)
 }
 
 func (w *dumpWriter) AddSideBlock(b *backend.Block, uncles ...*backend.Uncle) error {
-	if held, err := w.skips(b); held || err != nil {
-		if held {
-			w.took()
+	return w.add(b, uncles, false)
+}
+
+// add takes b, canonical or not: skipped when the store holds it, else
+// checked to be of the store's chain and written. The Checker is told of
+// each canonical block taken, the progress of every block.
+func (w *dumpWriter) add(b *backend.Block, uncles []*backend.Uncle, canonical bool) error {
+	held, err := w.skips(b)
+	switch {
+	case err != nil:
+		return err
+	case !held && canonical:
+		err = w.check.Check(w.ctx, w.s, b)
+		if err == nil {
+			err = w.s.AddBlock(b, uncles...)
 		}
+	case !held:
+		err = w.check.CheckSide(w.ctx, w.s, b)
+		if err == nil {
+			err = w.s.AddSideBlock(b, uncles...)
+		}
+	}
+	if err != nil {
 		return err
 	}
-	if err := w.check.CheckSide(w.ctx, w.s, b); err != nil {
-		return err
-	}
-	if err := w.s.AddSideBlock(b, uncles...); err != nil {
-		return err
+	if canonical {
+		w.check.Took(b)
 	}
 	w.took()
 	return nil
