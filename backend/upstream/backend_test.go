@@ -87,10 +87,7 @@ func TestCacheOff(t *testing.T) {
 // the cache: by hash, and by number at or below the finalized block.
 func TestCacheServesAgain(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	node := newFakeNode(t, store)
 	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
 	ctx := context.Background()
@@ -128,10 +125,7 @@ func TestCacheServesAgain(t *testing.T) {
 // TestOneFetchForConcurrentMisses checks that readers missing the same
 // block at once share one fetch.
 func TestOneFetchForConcurrentMisses(t *testing.T) {
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	node := newFakeNode(t, store)
 	target := storeBlock(t, store, demo.FirstBlobBlock)
 	var mu sync.Mutex
@@ -385,10 +379,7 @@ func TestCloseStopsPolling(t *testing.T) {
 // is still the chain's.
 func TestSmallCache(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	node := newFakeNode(t, store)
 	up := openUp(t, upstream.Config{PollInterval: idle, CacheBytes: 16 * 16 << 10}, node.URL)
 	ctx := context.Background()
@@ -1305,10 +1296,7 @@ func TestFinalNumberFromOtherBranch(t *testing.T) {
 // second endpoint serves it.
 func TestFinalNumberWithoutTheFinalizedBlock(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	fin := storeBlock(t, store, backend.Finalized)
 	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
@@ -1485,10 +1473,7 @@ func TestCloseDuringPollIsNoFailure(t *testing.T) {
 // endpoint serves the block.
 func TestMalformedAnswerIsNoNull(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
 	for _, tc := range []struct{ name, answer string }{
@@ -1532,10 +1517,7 @@ func TestMalformedAnswerIsNoNull(t *testing.T) {
 // number too, and answered from the cache while the endpoint is down.
 func TestFinalReadAfterByHashServedFromCache(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
 	node := newFakeNode(t, store)

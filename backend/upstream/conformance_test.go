@@ -13,10 +13,7 @@ import (
 // TestConformanceDemo runs the conformance suite's comparison on the
 // upstream Backend over a provider serving the demo chain.
 func TestConformanceDemo(t *testing.T) {
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	srv := blockrpctest.NewServer(t, store)
 	up, err := upstream.Open(context.Background(), upstream.Config{Endpoints: []string{srv.URL}})
 	if err != nil {

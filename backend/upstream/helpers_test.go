@@ -17,6 +17,7 @@ import (
 	"github.com/blockrpc/blockrpc/backend"
 	"github.com/blockrpc/blockrpc/backend/upstream"
 	"github.com/blockrpc/blockrpc/memstore"
+	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 // Helpers of the Backend's tests (the Follower's have their own).
@@ -427,4 +428,14 @@ func prefixStore(t testing.TB, src *memstore.Store, n uint64) *memstore.Store {
 		}
 	}
 	return dst
+}
+
+// demoStore returns a new memstore holding the demo chain.
+func demoStore(t testing.TB) *memstore.Store {
+	t.Helper()
+	store, err := demo.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/blockrpc/blockrpc/hexutil"
 	"github.com/blockrpc/blockrpc/internal/answertest"
 	"github.com/blockrpc/blockrpc/memstore/chaintest"
-	"github.com/blockrpc/blockrpc/memstore/demo"
 )
 
 // Blocks of the demo chain that the tampering tests change. The tracker
@@ -156,10 +155,7 @@ func tamperCases() []tamperCase {
 // the block as it is, the block is served as it is.
 func TestTamperedRefused(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	for _, tc := range tamperCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,10 +217,7 @@ func TestTamperedRefused(t *testing.T) {
 // unhealthy, the secondary healthy.
 func TestTamperedFailsOver(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	for _, tc := range tamperCases() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -299,10 +292,7 @@ func upEndpointName(raw string) string {
 // changes nothing.
 func TestTamperedNeverCached(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	target := storeBlock(t, store, tamperWindowBlock)
 	a, b := newFakeNode(t, store), newFakeNode(t, store)
@@ -345,10 +335,7 @@ func TestTamperedNeverCached(t *testing.T) {
 // endpoint is honest.
 func TestPendingTampered(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	want := storeBlock(t, store, backend.Pending)
 	node := newFakeNode(t, store)
 	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
@@ -389,10 +376,7 @@ func TestPendingTampered(t *testing.T) {
 // before any uncle is asked for, in what would be a batch of 10,000 calls.
 func TestTooManyUncles(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
 	node := newFakeNode(t, store)
 	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
@@ -419,10 +403,7 @@ func TestTooManyUncles(t *testing.T) {
 // before its uncles are asked for.
 func TestThreeUnclesRefused(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	target := storeBlock(t, store, backend.BlockNumber(tamperFinalBlock))
 	var uncles []*backend.Uncle
 	for _, u := range storeUncles(t, store, target) {
@@ -470,10 +451,7 @@ func TestThreeUnclesRefused(t *testing.T) {
 // hash, not sealed with a hash of the Backend's making.
 func TestBlockWithoutHashRefused(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	for _, n := range []uint64{tamperWindowBlock} {
 		target := storeBlock(t, store, backend.BlockNumber(n))
@@ -504,10 +482,7 @@ func TestBlockWithoutHashRefused(t *testing.T) {
 // that asks for the objects would get hashes. It is refused.
 func TestTransactionHashesWhereObjectsAskedRefused(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	ctx := context.Background()
 	for _, n := range []uint64{tamperWindowBlock, tamperFinalBlock} {
 		target := storeBlock(t, store, backend.BlockNumber(n))
@@ -539,10 +514,7 @@ func TestTransactionHashesWhereObjectsAskedRefused(t *testing.T) {
 // a proof-of-stake block, the one the endpoint's own pending block has.
 func TestPendingWithoutNonce(t *testing.T) {
 	t.Parallel()
-	store, err := demo.Store()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := demoStore(t)
 	want := storeBlock(t, store, backend.Pending)
 	node := newFakeNode(t, store)
 	up := openUp(t, upstream.Config{PollInterval: idle}, node.URL)
